@@ -1,0 +1,139 @@
+/**
+ * Request bodies: collected from the moment the request arrives (uWS wants onData attached
+ * synchronously), bounded by a byte limit counted while reading, then checked as strict UTF-8 JSON
+ * with a nesting cap before JSON.parse ever sees it.
+ */
+import { ApiError } from '../errors.js';
+
+export interface BodyLimits {
+  maxBytes: number;
+  maxDepth: number;
+}
+
+type BodyState =
+  | { kind: 'reading' }
+  | { kind: 'complete'; body: Buffer }
+  | { kind: 'failed'; error: ApiError };
+
+/** Accumulates one request body; the handler awaits it only when it needs it. */
+export class BodyCollector {
+  private chunks: Buffer[] = [];
+  private received = 0;
+  private state: BodyState = { kind: 'reading' };
+  private waiters: Array<() => void> = [];
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** A body that never arrives over the wire (no Content-Length, not chunked). */
+  static empty(maxBytes: number): BodyCollector {
+    const collector = new BodyCollector(maxBytes);
+    collector.state = { kind: 'complete', body: Buffer.alloc(0) };
+    return collector;
+  }
+
+  /** A body refused up front from its declared length, before a byte is read. */
+  static refused(maxBytes: number, error: ApiError): BodyCollector {
+    const collector = new BodyCollector(maxBytes);
+    collector.state = { kind: 'failed', error };
+    return collector;
+  }
+
+  /** Feeds one chunk; `chunk` must already be a copy (uWS neuters its buffer on return). */
+  push(chunk: Buffer, isLast: boolean): void {
+    if (this.state.kind !== 'reading') return;
+    this.received += chunk.length;
+    if (this.received > this.maxBytes) {
+      this.chunks = [];
+      this.settle({ kind: 'failed', error: tooLarge(this.maxBytes) });
+      return;
+    }
+    if (chunk.length > 0) this.chunks.push(chunk);
+    if (isLast) {
+      const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.received);
+      this.chunks = [];
+      this.settle({ kind: 'complete', body });
+    }
+  }
+
+  /** Called when the client went away mid-body. */
+  abort(): void {
+    if (this.state.kind === 'reading') this.settle({ kind: 'failed', error: new ApiError('invalid_request', 'The client closed the connection.') });
+  }
+
+  /** True when a limit was passed and the rest of the body should not be read. */
+  get overflowed(): boolean {
+    return this.state.kind === 'failed' && this.state.error.code === 'payload_too_large';
+  }
+
+  /** Resolves with the whole body or rejects with the ApiError that stopped it. */
+  async bytes(): Promise<Buffer> {
+    while (this.state.kind === 'reading') await new Promise<void>((resolve) => this.waiters.push(resolve));
+    if (this.state.kind === 'failed') throw this.state.error;
+    return this.state.body;
+  }
+
+  private settle(state: BodyState): void {
+    this.state = state;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+}
+
+/** The 413 error for a given limit. */
+export function tooLarge(maxBytes: number): ApiError {
+  return new ApiError('payload_too_large', `The request body is larger than ${maxBytes} bytes.`);
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** Checks the content type, decodes strict UTF-8, caps nesting, parses JSON. */
+export function parseJsonBody(contentType: string | undefined, body: Buffer, limits: BodyLimits): unknown {
+  if (!isJsonContentType(contentType)) {
+    throw new ApiError('unsupported_media_type', 'The request body must be sent as Content-Type: application/json.');
+  }
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new ApiError('invalid_json', 'The request body is not valid UTF-8.');
+  }
+  const depth = jsonDepth(text);
+  if (depth > limits.maxDepth) {
+    throw new ApiError('invalid_json', `The JSON body nests deeper than ${limits.maxDepth} levels.`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ApiError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** True for `application/json` and `application/<x>+json`, with any parameters. */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  if (!contentType) return false;
+  const type = contentType.split(';', 1)[0]!.trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/** Maximum nesting of arrays/objects, counted outside strings; linear, no allocation. */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === 92 /* \ */) index += 1;
+      else if (code === 34 /* " */) inString = false;
+    } else if (code === 34) {
+      inString = true;
+    } else if (code === 123 /* { */ || code === 91 /* [ */) {
+      depth += 1;
+      if (depth > deepest) deepest = depth;
+    } else if (code === 125 /* } */ || code === 93 /* ] */) {
+      depth -= 1;
+    }
+  }
+  return deepest;
+}

@@ -1,0 +1,327 @@
+/**
+ * The uWS application: one catch-all handler that snapshots the request, registers onAborted
+ * first, routes, and turns anything thrown into the contract's JSON error. The only place (with
+ * body.ts and stream.ts) that touches the binding.
+ */
+import uWS from '@trufflesuite/uws-js-unofficial';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import { ApiError, STATUS_TEXT, toApiError } from '../errors.js';
+import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.js';
+import { Router } from './router.js';
+import { UwsResponseStream } from './stream.js';
+import type { Headers, HttpContext, RequestSnapshot, ResponseStream, Route, StreamOptions } from './types.js';
+
+/** What the server reports about each finished request (for logs and metrics). */
+export interface RequestRecord {
+  method: string;
+  route: string;
+  status: number;
+  durationMs: number;
+  aborted: boolean;
+}
+
+export interface HttpServerOptions {
+  routes: readonly Route[];
+  limits: BodyLimits;
+  /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
+  trustProxy: boolean;
+  onRequestDone(record: RequestRecord): void;
+  onBackpressure(): void;
+  /** Unexpected (non-ApiError) failures; never sent to the client. */
+  onInternalError(error: unknown, route: string): void;
+}
+
+const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
+  ['X-Content-Type-Options', 'nosniff'],
+  ['Referrer-Policy', 'no-referrer'],
+  ['X-Frame-Options', 'DENY'],
+];
+
+const textDecoder = new TextDecoder();
+
+function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? `${status} Status`;
+}
+
+/** Per-request state behind HttpContext. */
+class UwsContext implements HttpContext {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private finished = false;
+  private aborted = false;
+  private status = 0;
+  private activeStream: UwsResponseStream | undefined;
+  private readonly startedAt = performance.now();
+
+  constructor(
+    private readonly response: HttpResponse,
+    readonly request: RequestSnapshot,
+    private readonly body: BodyCollector,
+    private readonly server: HttpServer,
+  ) {
+    this.signal = this.controller.signal;
+  }
+
+  get responded(): boolean {
+    return this.status !== 0;
+  }
+
+  /** The single onAborted: fires the request's AbortController and releases everything once. */
+  handleAbort(): void {
+    if (this.aborted || this.finished) return;
+    this.aborted = true;
+    this.body.abort();
+    this.activeStream?.markAborted();
+    this.controller.abort(new ApiError('invalid_request', 'The client disconnected.'));
+    this.complete();
+  }
+
+  async readJson(options: { optional?: boolean } = {}): Promise<unknown> {
+    const bytes = await this.body.bytes();
+    if (bytes.length === 0 && options.optional) return undefined;
+    return parseJsonBody(this.request.headers['content-type'], bytes, this.server.limits);
+  }
+
+  json(status: number, body: unknown, headers?: Headers): void {
+    this.send(status, 'application/json', JSON.stringify(body), headers);
+  }
+
+  send(status: number, contentType: string, body: string | Uint8Array, headers?: Headers): void {
+    if (this.isGone()) return;
+    this.status = status;
+    // A body refused mid-read leaves bytes on the wire: close the connection rather than parse them.
+    const closeConnection = this.body.overflowed;
+    this.response.cork(() => {
+      this.writeHead(status, contentType, headers);
+      this.response.end(body, closeConnection);
+    });
+    this.complete();
+  }
+
+  stream(options: StreamOptions): ResponseStream {
+    if (this.isGone()) throw new ApiError('internal', 'The response has already been sent.');
+    this.status = options.status ?? 200;
+    this.response.cork(() => {
+      this.writeHead(this.status, options.contentType, { 'Cache-Control': 'no-cache', ...options.headers });
+    });
+    this.activeStream = new UwsResponseStream(
+      this.response,
+      { onBackpressure: () => this.server.onBackpressure() },
+      options.heartbeat,
+      () => this.complete(),
+    );
+    return this.activeStream;
+  }
+
+  /** Sends an error as JSON if nothing went out yet; otherwise the stream just ends. */
+  fail(error: unknown): void {
+    const apiError = toApiError(error);
+    if (!(error instanceof ApiError)) this.server.onInternalError(error, this.request.route);
+    if (this.isGone()) return;
+    if (this.activeStream) {
+      this.activeStream.end();
+      return;
+    }
+    if (this.responded) return;
+    this.json(apiError.status, apiError.toBody(), apiError.headers);
+  }
+
+  /** Guarantees the request ends even if a handler forgot to reply. */
+  ensureEnded(): void {
+    if (this.isGone() || this.activeStream) return;
+    this.fail(new Error(`handler for ${this.request.route} returned without replying`));
+  }
+
+  /** Ends the response with the server's shutdown error or closes the socket. */
+  forceClose(): void {
+    if (this.isGone()) return;
+    this.response.close();
+  }
+
+  private isGone(): boolean {
+    return this.finished || this.aborted;
+  }
+
+  private writeHead(status: number, contentType: string, headers: Headers | undefined): void {
+    // Status first: any header written before it fixes the status at 200.
+    this.response.writeStatus(statusLine(status));
+    this.response.writeHeader('Content-Type', contentType);
+    for (const [name, value] of SECURITY_HEADERS) this.response.writeHeader(name, value);
+    if (headers) for (const name in headers) this.response.writeHeader(name, headers[name]!);
+  }
+
+  private complete(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.server.release(this, {
+      method: this.request.method,
+      route: this.request.route,
+      status: this.aborted && this.status === 0 ? 499 : this.status,
+      durationMs: performance.now() - this.startedAt,
+      aborted: this.aborted,
+    });
+  }
+}
+
+/** The HTTP server: routes, limits, in-flight tracking and graceful close. */
+export class HttpServer {
+  readonly limits: BodyLimits;
+  private readonly app: TemplatedApp;
+  private readonly router: Router;
+  private listenSocket: us_listen_socket | undefined;
+  private readonly inflight = new Set<UwsContext>();
+  private idleWaiters: Array<() => void> = [];
+  private draining = false;
+
+  constructor(private readonly options: HttpServerOptions) {
+    this.limits = options.limits;
+    this.router = new Router(options.routes);
+    this.app = uWS.App();
+    // The catch-all: without it uWS closes the socket of an unmatched request.
+    this.app.any('/*', (response, request) => this.dispatch(response, request));
+  }
+
+  /** Number of requests still being served. */
+  get activeRequests(): number {
+    return this.inflight.size;
+  }
+
+  onBackpressure(): void {
+    this.options.onBackpressure();
+  }
+
+  onInternalError(error: unknown, route: string): void {
+    this.options.onInternalError(error, route);
+  }
+
+  /** Starts listening; resolves with the bound port (useful with port 0). */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (!socket) {
+          reject(new Error(`cannot listen on ${host}:${port}`));
+          return;
+        }
+        this.listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  /** Stops accepting, waits up to `graceMs` for in-flight requests, then closes what is left. */
+  async close(graceMs: number): Promise<void> {
+    this.draining = true;
+    if (this.listenSocket) {
+      uWS.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = undefined;
+    }
+    if (this.inflight.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    for (const context of [...this.inflight]) context.forceClose();
+    (this.app as TemplatedApp & { close(): void }).close();
+  }
+
+  /** Called by a context exactly once when its response ended or aborted. */
+  release(context: UwsContext, record: RequestRecord): void {
+    this.inflight.delete(context);
+    this.options.onRequestDone(record);
+    if (this.inflight.size === 0 && this.idleWaiters.length > 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  private dispatch(response: HttpResponse, request: HttpRequest): void {
+    // Everything below is read synchronously: the request object dies when this function returns.
+    const method = request.getMethod().toUpperCase();
+    const path = request.getUrl();
+    const lookup = this.router.lookup(method, path);
+    const headers: Record<string, string> = {};
+    request.forEach((name, value) => {
+      headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+    });
+    const snapshot: RequestSnapshot = {
+      method,
+      path,
+      route: lookup.kind === 'not_found' ? 'unmatched' : lookup.kind === 'found' ? lookup.match.route : lookup.route,
+      query: new URLSearchParams(request.getQuery() ?? ''),
+      headers,
+      params: lookup.kind === 'found' ? lookup.match.params : {},
+      clientAddress: this.clientAddress(response, headers),
+    };
+    const body = this.attachBody(response, headers);
+    const context = new UwsContext(response, snapshot, body, this);
+    // onAborted before anything that could return or await, or uWS aborts the process.
+    response.onAborted(() => context.handleAbort());
+    this.inflight.add(context);
+
+    if (this.draining) {
+      context.fail(new ApiError('unavailable', 'The server is shutting down.'));
+      return;
+    }
+    if (lookup.kind === 'not_found') {
+      context.fail(new ApiError('not_found', `No route matches ${method} ${path}.`));
+      return;
+    }
+    if (lookup.kind === 'method_not_allowed') {
+      const allow = lookup.allow.join(', ');
+      context.fail(new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { headers: { Allow: allow } }));
+      return;
+    }
+    let outcome: Promise<void> | void;
+    try {
+      outcome = lookup.match.handler(context);
+    } catch (error) {
+      context.fail(error);
+      return;
+    }
+    if (outcome && typeof outcome.then === 'function') {
+      outcome.then(
+        () => context.ensureEnded(),
+        (error: unknown) => context.fail(error),
+      );
+    } else {
+      context.ensureEnded();
+    }
+  }
+
+  private attachBody(response: HttpResponse, headers: Record<string, string>): BodyCollector {
+    const maxBytes = this.limits.maxBytes;
+    const declared = headers['content-length'];
+    const chunked = (headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked');
+    if (declared !== undefined && !chunked) {
+      const length = Number(declared);
+      if (!Number.isSafeInteger(length) || length < 0) {
+        return BodyCollector.refused(maxBytes, new ApiError('invalid_request', 'The Content-Length header is not a valid length.'));
+      }
+      // Refused from the declared length: not a byte of it is read.
+      if (length > maxBytes) return BodyCollector.refused(maxBytes, tooLarge(maxBytes));
+      if (length === 0) return BodyCollector.empty(maxBytes);
+    } else if (!chunked) {
+      return BodyCollector.empty(maxBytes);
+    }
+    const collector = new BodyCollector(maxBytes);
+    response.onData((chunk, isLast) => {
+      // uWS neuters the ArrayBuffer after this callback: copy it.
+      collector.push(Buffer.from(chunk.slice(0)), isLast);
+    });
+    return collector;
+  }
+
+  private clientAddress(response: HttpResponse, headers: Record<string, string>): string {
+    if (this.options.trustProxy) {
+      const forwarded = headers['x-forwarded-for'];
+      if (forwarded) return forwarded.split(',', 1)[0]!.trim();
+    }
+    return textDecoder.decode(response.getRemoteAddressAsText());
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * What every upstream dialect (openai, anthropic, ollama, builtin) implements: turn one normalised
+ * request into a stream of normalised events, honouring the abort signal.
+ */
+import type { FinishReason, Source } from '../chat/events.js';
+import type { ModelConfig } from '../config.js';
+
+export interface ProviderMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** The normalised request handed to a provider. */
+export interface ProviderRequest {
+  model: ModelConfig;
+  /** Full conversation: system prompt first (if any), then session turns, history, the new user message. */
+  messages: ProviderMessage[];
+  temperature: number | undefined;
+  maxTokens: number | undefined;
+  deepThinking: boolean;
+  language: string | undefined;
+  /** Retrieved passages and search results, numbered as they will be cited. */
+  sources: Source[];
+}
+
+/** Events a provider yields; the pipeline maps them onto ChatEvent. */
+export type ProviderEvent =
+  | { type: 'thinking'; text: string }
+  | { type: 'delta'; text: string }
+  | { type: 'usage'; inputTokens: number; outputTokens: number }
+  | { type: 'finish'; reason: FinishReason };
+
+export interface ChatProvider {
+  readonly name: ModelConfig['provider'];
+  /** Streams the reply. Throws ApiError (upstream_error / upstream_timeout) on failure. */
+  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent>;
+}

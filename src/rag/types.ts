@@ -1,0 +1,14 @@
+/** The retrieval step of the chat pipeline: ranked passages from the knowledge base. */
+export interface Passage {
+  documentId: string;
+  chunkId: string;
+  title: string;
+  url: string | undefined;
+  text: string;
+  score: number;
+}
+
+export interface Retriever {
+  /** Top-k passages for a query, best first, optionally within one collection. */
+  retrieve(query: string, options: { topK: number; collection?: string }, signal?: AbortSignal): Promise<Passage[]>;
+}

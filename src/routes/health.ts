@@ -1,0 +1,35 @@
+/** GET /health: a real storage read plus the state of every configured provider. Never quota-counted. */
+import type { Route } from '../http/types.js';
+import type { Services } from '../services.js';
+
+/** Health of each configured model's provider, as far as it can be known without spending a call. */
+function providerChecks(services: Services): Record<string, { provider: string; status: string }> {
+  const checks: Record<string, { provider: string; status: string }> = {};
+  for (const model of services.config.models) {
+    const ready = model.provider === 'builtin' || Boolean(model.baseUrl);
+    checks[model.id] = { provider: model.provider, status: ready ? 'ok' : 'misconfigured' };
+  }
+  return checks;
+}
+
+export function healthRoutes(services: Services): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/health',
+      handler: async (context) => {
+        const storage = await services.storage.check();
+        const providers = providerChecks(services);
+        const providersOk = Object.values(providers).some((check) => check.status === 'ok');
+        const status = storage.ok && providersOk ? 'ok' : storage.ok ? 'degraded' : 'unavailable';
+        const body = {
+          status: status === 'unavailable' ? 'degraded' : status,
+          version: services.config.version,
+          uptime_s: Math.round((performance.now() - services.startedAt) / 1000),
+          checks: { storage, providers },
+        };
+        context.json(storage.ok ? 200 : 503, body, { 'Cache-Control': 'no-store' });
+      },
+    },
+  ];
+}

@@ -1,0 +1,13 @@
+/** The web search step: one small interface over SearXNG, Brave, Tavily and the local knowledge base. */
+export interface SearchResult {
+  title: string;
+  url: string | undefined;
+  snippet: string;
+}
+
+export interface SearchProvider {
+  /** Name reported in `search.provider` (`searxng`, `brave`, `tavily`, `local`). */
+  readonly name: string;
+  /** Returns at most `maxResults` de-duplicated results. Throws ApiError on upstream failure. */
+  search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]>;
+}

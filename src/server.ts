@@ -1,0 +1,70 @@
+/**
+ * Start and stop: config → storage → services → http app → listen. Used by the CLI, the tests
+ * and the benchmarks alike.
+ */
+import { loadConfig, type Config } from './config.js';
+import { HttpServer } from './http/server.js';
+import { createLogger, type Logger } from './logger.js';
+import { createMetrics } from './metrics.js';
+import { buildRoutes } from './routes/index.js';
+import type { Services } from './services.js';
+import { LmdbStorage } from './store/lmdb.js';
+
+export interface RunningServer {
+  port: number;
+  url: string;
+  services: Services;
+  /** Stops accepting, drains in-flight work within the grace period, flushes and closes storage. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+}
+
+/** Builds every service from the config and starts listening. */
+export async function startServer(config: Readonly<Config> = loadConfig(), options: StartOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const metrics = createMetrics();
+  const storage = new LmdbStorage(config.dataDir);
+  const services: Services = { config, logger, metrics, storage, startedAt: performance.now() };
+
+  const http = new HttpServer({
+    routes: buildRoutes(services),
+    limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
+    trustProxy: config.trustProxy,
+    onRequestDone: (record) => {
+      const labels = { method: record.method, route: record.route, status: String(record.status) };
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, record.durationMs / 1000);
+      logger.info({ method: record.method, route: record.route, status: record.status, ms: Math.round(record.durationMs * 10) / 10, aborted: record.aborted || undefined }, 'request');
+    },
+    onBackpressure: () => metrics.backpressureWaits.inc(),
+    onInternalError: (error, route) => logger.error({ err: error, route }, 'unhandled error'),
+  });
+
+  let port: number;
+  try {
+    port = await http.listen(config.host, config.port);
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  logger.info({ host: config.host, port, version: config.version }, 'listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://${host}:${port}`,
+    services,
+    close: () => {
+      closing ??= (async () => {
+        await http.close(config.shutdownGraceMs);
+        await storage.close();
+        logger.info('stopped');
+      })();
+      return closing;
+    },
+  };
+}
