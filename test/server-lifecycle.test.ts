@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HttpServer } from '../src/http/server.js';
+import { bootServer, type TestServer } from './helpers/server.js';
+
+describe('health and metrics', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await bootServer();
+  });
+  after(() => server.close());
+
+  it('answers /health 200 with status, version, uptime and a real storage check', async () => {
+    const response = await server.fetch('/health');
+    assert.equal(response.status, 200);
+    const body = (await response.json()) as { status: string; version: string; uptime_s: number; checks: { storage: { ok: boolean; engine: string }; providers: Record<string, { provider: string; status: string }> } };
+    assert.equal(body.status, 'ok');
+    assert.match(body.version, /^\d+\.\d+\.\d+/);
+    assert.equal(typeof body.uptime_s, 'number');
+    assert.equal(body.checks.storage.ok, true);
+    assert.equal(body.checks.storage.engine, 'lmdb');
+    assert.equal(body.checks.providers['builtin-extractive']?.provider, 'builtin');
+  });
+
+  it('answers /health 503 when storage cannot be read', async () => {
+    const broken = await bootServer();
+    await broken.services.storage.close();
+    const response = await broken.fetch('/health');
+    assert.equal(response.status, 503);
+    const body = (await response.json()) as { status: string; checks: { storage: { ok: boolean } } };
+    assert.equal(body.checks.storage.ok, false);
+    assert.equal(body.status, 'degraded');
+    await broken.close();
+  });
+
+  it('exposes Prometheus metrics labelled by route template, never by raw path', async () => {
+    await server.fetch('/api/chat/session/secret-session-id-123');
+    await server.fetch('/health');
+    const response = await server.fetch('/metrics');
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /text\/plain/);
+    const text = await response.text();
+    assert.match(text, /colloquy_http_requests_total\{method="GET",route="\/health",status="200"\} \d+/);
+    assert.match(text, /route="\/api\/chat\/session\/:id"/);
+    assert.doesNotMatch(text, /secret-session-id-123/);
+    assert.match(text, /colloquy_http_request_duration_seconds_bucket/);
+    assert.match(text, /colloquy_process_resident_memory_bytes/);
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('lets an in-flight request finish, refuses new ones, then closes', async () => {
+    let release: () => void = () => {};
+    const server = new HttpServer({
+      routes: [
+        {
+          method: 'GET',
+          path: '/slow',
+          handler: async (context) => {
+            await new Promise<void>((resolve) => {
+              release = resolve;
+            });
+            context.json(200, { finished: true });
+          },
+        },
+      ],
+      limits: { maxBytes: 1024, maxDepth: 8 },
+      trustProxy: false,
+      onRequestDone: () => {},
+      onBackpressure: () => {},
+      onInternalError: () => {},
+    });
+    const port = await server.listen('127.0.0.1', 0);
+    const inflight = fetch(`http://127.0.0.1:${port}/slow`);
+    await sleep(50);
+    const closing = server.close(5000);
+    await sleep(50);
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/slow`), 'a new connection is refused once closing');
+    release();
+    const response = await inflight;
+    assert.deepEqual(await response.json(), { finished: true });
+    await closing;
+  });
+
+  it('exits 0 on SIGTERM after flushing storage', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'colloquy-signal-'));
+    const child = spawn(process.execPath, [new URL('../src/cli.js', import.meta.url).pathname, 'serve'], {
+      env: { PATH: process.env.PATH, PORT: '0', COLLOQUY_DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const match = output.match(/"port":(\d+)/);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once('exit', () => reject(new Error(`server exited early: ${output}`)));
+    });
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    assert.equal(health.status, 200);
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    assert.match(output, /"msg":"stopped"/);
+  });
+});
