@@ -1,0 +1,136 @@
+/**
+ * The offline, deterministic model `builtin-extractive`. With sources it answers by quoting the
+ * sentences most relevant to the question, each cited as [n]; without any it says plainly that no
+ * upstream model is configured and how to configure one. It streams word by word, optionally
+ * paced, so every route works (and can be load-tested) with nothing configured.
+ */
+import type { Source } from '../chat/events.js';
+import { ApiError } from '../errors.js';
+import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+
+const STOPWORDS = new Set(
+  ('a an and are as at be but by can de did do does for from had has have how i if in into is it its la le me my no not of on or our ' +
+    'she so than that the their them then there these they this to un une us was we were what when where which who why will with you your')
+    .split(' '),
+);
+/** Sentences quoted at most; enough to answer, short enough to read. */
+const MAX_SENTENCES = 3;
+
+/** Lower-cased content words with a light plural strip, so "indexes" meets "index". */
+export function contentTerms(text: string): string[] {
+  const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  return words.filter((word) => word.length > 1 && !STOPWORDS.has(word)).map((word) => (word.length > 3 ? word.replace(/(es|s)$/, '') : word));
+}
+
+/** A rough token count (about four characters per token) for usage when nothing better exists. */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+function sentences(text: string): string[] {
+  const segmenter = new Intl.Segmenter('en', { granularity: 'sentence' });
+  return [...segmenter.segment(text)].map((part) => part.segment.replace(/\s+/g, ' ').trim()).filter((part) => part.length > 0);
+}
+
+interface Candidate {
+  source: Source;
+  position: number;
+  text: string;
+  score: number;
+}
+
+/** Picks the sentences that share the most content words with the question, best first. */
+export function rankSentences(question: string, sources: readonly Source[]): Candidate[] {
+  const wanted = new Set(contentTerms(question));
+  const candidates: Candidate[] = [];
+  for (const source of sources) {
+    sentences(source.snippet).forEach((text, position) => {
+      const terms = new Set(contentTerms(text));
+      let score = 0;
+      for (const term of wanted) if (terms.has(term)) score += 1;
+      if (score > 0) candidates.push({ source, position, text, score: score / Math.sqrt(1 + terms.size / 12) });
+    });
+  }
+  return candidates.sort((a, b) => b.score - a.score || a.source.index - b.source.index || a.position - b.position);
+}
+
+function question(request: ProviderRequest): string {
+  for (let at = request.messages.length - 1; at >= 0; at--) {
+    const message = request.messages[at]!;
+    if (message.role === 'user') return message.content;
+  }
+  return '';
+}
+
+/** The builtin's reasoning (deep thinking) and answer for a request; pure and deterministic. */
+export function composeAnswer(request: ProviderRequest): { thinking: string; answer: string } {
+  const asked = question(request);
+  if (request.sources.length === 0) {
+    return {
+      thinking: 'There are no retrieved passages or search results to answer from, and no upstream model is configured.',
+      answer:
+        `No upstream model is configured, so this reply comes from the built-in offline model (${request.model.id}), ` +
+        'which can only answer from retrieved documents or search results. To chat with a real model, set ' +
+        'OPENAI_BASE_URL (and OPENAI_API_KEY) for any OpenAI-compatible server, ANTHROPIC_API_KEY, or OLLAMA_HOST, ' +
+        'or list models in the config file named by COLLOQUY_CONFIG ("models": [{"id", "provider", "base_url", "api_key_env"}]). ' +
+        'You can also ask with "rag": true or "web_search": true to get an answer drawn from the knowledge base.',
+    };
+  }
+  const ranked = rankSentences(asked, request.sources);
+  const terms = [...new Set(contentTerms(asked))];
+  if (ranked.length === 0) {
+    const first = request.sources[0]!;
+    const opening = sentences(first.snippet)[0] ?? first.snippet;
+    return {
+      thinking: `Looked for ${terms.join(', ') || 'the question'} in ${request.sources.length} source(s); none of their sentences mention it.`,
+      answer: `The sources found do not answer this directly. The closest one, "${first.title}", says: ${opening} [${first.index}]`,
+    };
+  }
+  // The best sentences, then put back in reading order so the answer flows like the sources.
+  const chosen = ranked.slice(0, MAX_SENTENCES).sort((a, b) => a.source.index - b.source.index || a.position - b.position);
+  const answer = chosen.map((candidate) => `${candidate.text} [${candidate.source.index}]`).join(' ');
+  const cited = [...new Set(chosen.map((candidate) => `[${candidate.source.index}]`))].join(', ');
+  return {
+    thinking: `Looked for ${terms.join(', ')} in ${request.sources.length} source(s); the most relevant sentences come from ${cited}.`,
+    answer: `According to the sources: ${answer}`,
+  };
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason ?? new ApiError('invalid_request', 'The client disconnected.'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export class BuiltinProvider implements ChatProvider {
+  readonly name = 'builtin' as const;
+
+  /** `delayMs` paces the words (config builtin_delay_ms), 0 streams them as fast as the client reads. */
+  constructor(private readonly delayMs: number) {}
+
+  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent> {
+    const { thinking, answer } = composeAnswer(request);
+    const prompt = request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
+    if (request.deepThinking) yield { type: 'thinking', text: thinking };
+    const words = answer.match(/\S+\s*/g) ?? [];
+    const limit = request.maxTokens ?? Number.POSITIVE_INFINITY;
+    let emitted = 0;
+    for (const word of words) {
+      if (emitted >= limit) break;
+      if (signal.aborted) throw signal.reason;
+      if (this.delayMs > 0) await pause(this.delayMs, signal);
+      yield { type: 'delta', text: word };
+      emitted += 1;
+    }
+    yield { type: 'usage', inputTokens: estimateTokens(prompt), outputTokens: emitted };
+    yield { type: 'finish', reason: emitted < words.length ? 'length' : 'stop' };
+  }
+}
