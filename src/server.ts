@@ -2,6 +2,7 @@
  * Start and stop: config → storage → services → http app → listen. Used by the CLI, the tests
  * and the benchmarks alike.
  */
+import { createIdentityServices } from './auth/identity-services.js';
 import { loadConfig, type Config } from './config.js';
 import { HttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
@@ -20,6 +21,8 @@ export interface RunningServer {
 
 export interface StartOptions {
   logger?: Logger;
+  /** "Now" in epoch ms for quota windows and key timestamps (tests move it across a window edge). */
+  clock?: () => number;
 }
 
 /** Builds every service from the config and starts listening. */
@@ -27,7 +30,8 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
   const storage = new LmdbStorage(config.dataDir);
-  const services: Services = { config, logger, metrics, storage, startedAt: performance.now() };
+  const identity = createIdentityServices(config, storage, metrics, options.clock);
+  const services: Services = { config, logger, metrics, storage, ...identity, startedAt: performance.now() };
 
   const http = new HttpServer({
     routes: buildRoutes(services),

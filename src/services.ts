@@ -5,13 +5,24 @@
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
+import type { ApiKeyStore, Authenticator, UserStore } from './auth/types.js';
+import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
+import type { SessionStore } from './store/types.js';
 
 export interface Services {
   config: Readonly<Config>;
   logger: Logger;
   metrics: Metrics;
   storage: LmdbStorage;
+  /** Resolves the caller of a request (API key, admin token or anonymous by address). */
+  auth: Authenticator;
+  /** Plans and exact quotas (reserve once per accepted request; refund on upstream failure). */
+  quota: QuotaServiceWithStatus;
+  /** Owner-scoped chat sessions. */
+  sessions: SessionStore;
+  users: UserStore;
+  apiKeys: ApiKeyStore;
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

@@ -45,4 +45,14 @@ export interface SessionStore {
   append(owner: string, sessionId: string, messages: SessionMessage[]): Promise<void>;
   /** Deletes; false when it did not exist for this owner. */
   delete(owner: string, sessionId: string): Promise<boolean>;
+  /** The owner's sessions, most recently updated first, at most `limit`. */
+  list(owner: string, limit: number): Promise<SessionSummary[]>;
+}
+
+/** One line of a session listing. */
+export interface SessionSummary {
+  session_id: string;
+  message_count: number;
+  created: string;
+  updated: string;
 }

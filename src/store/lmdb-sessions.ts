@@ -1,0 +1,96 @@
+/**
+ * Owner-scoped chat sessions in LMDB. `sessions` maps [owner, session id] → meta (created,
+ * updated, the first and next turn sequence numbers); `session-messages` maps
+ * [owner, session id, seq] → one turn. The owner is part of every key, so another owner's session
+ * id is simply absent: it cannot be read, appended to or deleted.
+ */
+import type { Database } from 'lmdb';
+import type { LmdbStorage } from './lmdb.js';
+import type { SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
+
+interface SessionMeta {
+  created: string;
+  updated: string;
+  /** Sequence number of the oldest stored turn. */
+  first: number;
+  /** Sequence number the next turn gets. */
+  next: number;
+}
+
+type MetaKey = [string, string];
+type MessageKey = [string, string, number];
+
+/** Sessions a listing reads at most before sorting by recency. */
+const LIST_SCAN_LIMIT = 1000;
+
+/** The LMDB-backed session store; keeps at most `maxTurns` turns per session (oldest dropped first). */
+export class LmdbSessionStore implements SessionStore {
+  private readonly meta: Database<SessionMeta, MetaKey>;
+  private readonly messages: Database<SessionMessage, MessageKey>;
+
+  constructor(
+    storage: LmdbStorage,
+    private readonly maxTurns: number,
+  ) {
+    this.meta = storage.database<SessionMeta, MetaKey>('sessions');
+    this.messages = storage.database<SessionMessage, MessageKey>('session-messages');
+  }
+
+  async get(owner: string, sessionId: string, limit = this.maxTurns): Promise<SessionRecord | undefined> {
+    const meta = this.meta.get([owner, sessionId]);
+    if (!meta) return undefined;
+    const start = Math.max(meta.first, meta.next - Math.max(0, limit));
+    const messages: SessionMessage[] = [];
+    if (start < meta.next) {
+      for (const { value } of this.messages.getRange({ start: [owner, sessionId, start], end: [owner, sessionId, meta.next] })) {
+        messages.push(value);
+      }
+    }
+    return { session_id: sessionId, created: meta.created, updated: meta.updated, message_count: meta.next - meta.first, messages };
+  }
+
+  async append(owner: string, sessionId: string, turns: SessionMessage[]): Promise<void> {
+    if (turns.length === 0) return;
+    // Turns beyond the cap would be trimmed at once; never write them.
+    const kept = turns.length > this.maxTurns ? turns.slice(turns.length - this.maxTurns) : turns;
+    const skipped = turns.length - kept.length;
+    const now = new Date().toISOString();
+    // One transaction: meta read, turns written, overflow trimmed, meta written. Concurrent appends
+    // to one session therefore never share a sequence number or lose a turn.
+    await this.meta.transaction(() => {
+      const key: MetaKey = [owner, sessionId];
+      const meta = this.meta.get(key) ?? { created: now, updated: now, first: 0, next: 0 };
+      let next = meta.next + skipped;
+      for (const turn of kept) {
+        const stored: SessionMessage = { role: turn.role, content: turn.content, timestamp: turn.timestamp };
+        if (turn.incomplete) stored.incomplete = true;
+        this.messages.put([owner, sessionId, next], stored);
+        next += 1;
+      }
+      // Keep the newest maxTurns: old turns that fell below `first` are removed (skipped ones were never written).
+      const first = Math.max(meta.first, next - this.maxTurns);
+      for (let seq = meta.first; seq < Math.min(first, meta.next); seq += 1) this.messages.remove([owner, sessionId, seq]);
+      this.meta.put(key, { created: meta.created, updated: now, first, next });
+    });
+  }
+
+  async delete(owner: string, sessionId: string): Promise<boolean> {
+    return this.meta.transaction(() => {
+      const key: MetaKey = [owner, sessionId];
+      const meta = this.meta.get(key);
+      if (!meta) return false;
+      for (let seq = meta.first; seq < meta.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
+      this.meta.remove(key);
+      return true;
+    });
+  }
+
+  async list(owner: string, limit: number): Promise<SessionSummary[]> {
+    const summaries: SessionSummary[] = [];
+    for (const { key, value } of this.meta.getRange({ start: [owner, ''], end: [owner, '\uffff'], limit: LIST_SCAN_LIMIT })) {
+      summaries.push({ session_id: key[1], message_count: value.next - value.first, created: value.created, updated: value.updated });
+    }
+    summaries.sort((a, b) => (a.updated < b.updated ? 1 : a.updated > b.updated ? -1 : 0));
+    return summaries.slice(0, limit);
+  }
+}
