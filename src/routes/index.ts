@@ -1,11 +1,16 @@
 /** Every route group of the service, in one list. */
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
+import { adminRoutes } from './admin.js';
 import { healthRoutes } from './health.js';
+import { keyRoutes } from './keys.js';
 import { metricsRoutes } from './metrics.js';
 import { notImplementedRoutes } from './not-implemented.js';
+import { quotaRoutes } from './quota.js';
+import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
   const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services)];
+  routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
   return [...routes, ...notImplementedRoutes(routes)];
 }

@@ -1,0 +1,114 @@
+/**
+ * The admin API (COLLOQUY_ADMIN_TOKEN): users and their plans and keys. Every handler checks the
+ * admin token before reading anything else, so without it nothing about users can be probed.
+ */
+import * as v from 'valibot';
+import { createKey, listKeys } from '../auth/key-service.js';
+import { isKeyId } from '../auth/keys.js';
+import type { UserRecord } from '../auth/types.js';
+import { KeyNameSchema, parseWith, queryInt, UserIdSchema } from '../auth/validation.js';
+import { ApiError } from '../errors.js';
+import type { Route } from '../http/types.js';
+import type { Services } from '../services.js';
+
+const NO_STORE = { 'Cache-Control': 'no-store' };
+
+function userView(user: UserRecord): { user_id: string; plan: string; created: string } {
+  return { user_id: user.user_id, plan: user.plan, created: user.created };
+}
+
+export function adminRoutes(services: Services): Route[] {
+  const planNames = Object.keys(services.config.plans);
+  const PlanSchema = v.picklist(planNames, `must be one of the configured plans: ${planNames.join(', ')}`);
+  const CreateUserBody = v.strictObject({ user_id: UserIdSchema, plan: v.optional(PlanSchema) });
+  const PatchUserBody = v.strictObject({ plan: PlanSchema });
+  const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
+
+  const existingUser = (userId: string | undefined): UserRecord => {
+    const user = userId === undefined ? undefined : services.users.get(userId);
+    if (!user) throw new ApiError('not_found', 'No user with this id.');
+    return user;
+  };
+
+  return [
+    {
+      method: 'POST',
+      path: '/api/admin/users',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const body = parseWith(CreateUserBody, await context.readJson());
+        const plan = body.plan ?? services.config.defaultPlan;
+        if (!(await services.users.create(body.user_id, plan))) {
+          throw new ApiError('conflict', `The user "${body.user_id}" already exists.`);
+        }
+        context.json(201, userView(existingUser(body.user_id)), NO_STORE);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/admin/users',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const limit = queryInt(context.request.query, 'limit', 100, 1, 1000);
+        const after = context.request.query.get('after') ?? undefined;
+        const users = services.users.list({ limit, after });
+        const last = users.at(-1);
+        const body: { users: ReturnType<typeof userView>[]; next_after?: string } = { users: users.map(userView) };
+        if (users.length === limit && last) body.next_after = last.user_id;
+        context.json(200, body, NO_STORE);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/admin/users/:user_id',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        context.json(200, userView(existingUser(context.request.params.user_id)), NO_STORE);
+      },
+    },
+    {
+      method: 'PATCH',
+      path: '/api/admin/users/:user_id',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const body = parseWith(PatchUserBody, await context.readJson());
+        const updated = await services.users.setPlan(context.request.params.user_id ?? '', body.plan);
+        if (!updated) throw new ApiError('not_found', 'No user with this id.');
+        context.json(200, userView(updated), NO_STORE);
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/admin/users/:user_id/keys',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const user = existingUser(context.request.params.user_id);
+        const body = parseWith(CreateKeyBody, await context.readJson({ optional: true }));
+        const created = await createKey(services.apiKeys, user.user_id, body?.name);
+        context.json(201, { user_id: user.user_id, ...created }, NO_STORE);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/admin/users/:user_id/keys',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const user = existingUser(context.request.params.user_id);
+        context.json(200, { user_id: user.user_id, keys: listKeys(services.apiKeys, user.user_id) }, NO_STORE);
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/api/admin/users/:user_id/keys/:key_id',
+      handler: async (context) => {
+        await services.auth.admin(context);
+        const user = existingUser(context.request.params.user_id);
+        const keyId = context.request.params.key_id ?? '';
+        if (!isKeyId(keyId) || !(await services.apiKeys.revoke(user.user_id, keyId))) {
+          throw new ApiError('not_found', 'No key with this id for this user.');
+        }
+        context.json(200, { user_id: user.user_id, key_id: keyId, revoked: true }, NO_STORE);
+      },
+    },
+  ];
+}

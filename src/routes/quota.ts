@@ -1,0 +1,31 @@
+/** GET /api/chat/quota/{user_id}: a caller's standing in the current window. Reading it takes no quota. */
+import type { Caller } from '../auth/types.js';
+import { ApiError } from '../errors.js';
+import type { Route } from '../http/types.js';
+import type { QuotaSubject } from '../quota/types.js';
+import type { Services } from '../services.js';
+
+export function quotaRoutes(services: Services): Route[] {
+  /** Whose record the caller asked for, or a refusal: `me` and one's own id for everyone, any id for the admin. */
+  const subjectFor = (caller: Caller, requested: string): QuotaSubject => {
+    if (requested === 'me' || requested === caller.id) return { id: caller.id, plan: caller.plan };
+    if (caller.kind !== 'admin') throw new ApiError('forbidden', 'You can only read your own quota (use "me").');
+    if (requested.startsWith('anon:')) return { id: requested, plan: services.config.anonymousPlan };
+    const user = services.users.get(requested);
+    if (!user) throw new ApiError('not_found', 'No user with this id.');
+    return { id: user.user_id, plan: user.plan };
+  };
+
+  return [
+    {
+      method: 'GET',
+      path: '/api/chat/quota/:user_id',
+      handler: async (context) => {
+        const caller = await services.auth.caller(context);
+        const subject = subjectFor(caller, context.request.params.user_id ?? '');
+        const status = services.quota.status(subject);
+        context.json(200, { user_id: subject.id, ...status }, { 'Cache-Control': 'no-store' });
+      },
+    },
+  ];
+}
