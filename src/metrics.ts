@@ -73,6 +73,19 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS,
       registers: [registry],
     }),
+    imageDuration: new Histogram({
+      name: 'colloquy_image_generation_duration_seconds',
+      help: 'Time to produce the images of one request, by image provider and outcome.',
+      labelNames: ['provider', 'outcome'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    imagesGenerated: new Counter({
+      name: 'colloquy_images_generated_total',
+      help: 'Images returned to clients, by image provider.',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
   };
 }
 

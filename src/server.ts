@@ -5,6 +5,7 @@
 import { createIdentityServices } from './auth/identity-services.js';
 import { loadConfig, type Config } from './config.js';
 import { HttpServer } from './http/server.js';
+import { createImageProvider } from './images/create.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import { buildRoutes } from './routes/index.js';
@@ -31,7 +32,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const metrics = createMetrics();
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, metrics, options.clock);
-  const services: Services = { config, logger, metrics, storage, ...identity, startedAt: performance.now() };
+  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), startedAt: performance.now() };
 
   const http = new HttpServer({
     routes: buildRoutes(services),

@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import type { ApiKeyStore, Authenticator, UserStore } from './auth/types.js';
+import type { ImageProvider } from './images/types.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { SessionStore } from './store/types.js';
@@ -23,6 +24,8 @@ export interface Services {
   sessions: SessionStore;
   users: UserStore;
   apiKeys: ApiKeyStore;
+  /** The configured image provider (the built-in renderer when none is configured). */
+  images: ImageProvider;
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

@@ -3,6 +3,7 @@ import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
 import { adminRoutes } from './admin.js';
 import { healthRoutes } from './health.js';
+import { imageRoutes } from './images.js';
 import { keyRoutes } from './keys.js';
 import { metricsRoutes } from './metrics.js';
 import { notImplementedRoutes } from './not-implemented.js';
@@ -10,7 +11,7 @@ import { quotaRoutes } from './quota.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
-  const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services)];
+  const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services)];
   routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
   return [...routes, ...notImplementedRoutes(routes)];
 }

@@ -1,0 +1,53 @@
+/** The POST /api/chat/image body: validated once at the edge into a trusted ImageRequest. */
+import * as v from 'valibot';
+import { ApiError, type ErrorDetail } from '../errors.js';
+import type { ImageProvider, ImageRequest } from './types.js';
+
+export const IMAGE_SIZES = ['256x256', '512x512', '1024x1024'] as const;
+export const MAX_PROMPT_CHARS = 4000;
+export const MAX_IMAGES = 4;
+
+const ImageBodySchema = v.strictObject({
+  prompt: v.pipe(
+    v.string('must be a string'),
+    v.trim(),
+    v.minLength(1, 'must not be empty'),
+    v.maxLength(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`),
+  ),
+  size: v.optional(v.picklist(IMAGE_SIZES, `must be one of ${IMAGE_SIZES.join(', ')}`)),
+  n: v.optional(
+    v.pipe(
+      v.number('must be a number'),
+      v.integer('must be an integer'),
+      v.minValue(1, `must be between 1 and ${MAX_IMAGES}`),
+      v.maxValue(MAX_IMAGES, `must be between 1 and ${MAX_IMAGES}`),
+    ),
+  ),
+  model: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
+});
+
+function detailsOf(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
+  return issues.map((issue) => {
+    const path = (issue.path ?? []).map((item) => String(item.key)).join('.');
+    // strictObject reports an unknown key as an issue whose path is that key.
+    if (issue.kind === 'schema' && issue.type === 'strict_object' && path !== '') return { path, message: 'is not a known field' };
+    if (path === '') return { path: '(body)', message: 'must be a JSON object' };
+    return { path, message: issue.input === undefined ? 'is required' : issue.message };
+  });
+}
+
+/** Validates a parsed body against the contract and the configured provider's model id. */
+export function parseImageRequest(body: unknown, provider: ImageProvider): ImageRequest {
+  const parsed = v.safeParse(ImageBodySchema, body);
+  if (!parsed.success) {
+    throw new ApiError('invalid_request', 'The image request is not valid.', { details: detailsOf(parsed.issues) });
+  }
+  const { prompt, size = '1024x1024', n = 1, model } = parsed.output;
+  if (model !== undefined && model !== provider.model) {
+    throw new ApiError('invalid_request', 'The image request is not valid.', {
+      details: [{ path: 'model', message: `is not an image model of this server (available: ${provider.model})` }],
+    });
+  }
+  const [width, height] = size.split('x').map(Number) as [number, number];
+  return { prompt, width, height, n };
+}

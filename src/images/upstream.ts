@@ -1,0 +1,136 @@
+/**
+ * One JSON call to an image upstream with a deadline, a response size cap and safe error mapping:
+ * what reaches the client says what went wrong (status class, timeout) without upstream internals
+ * (stack traces from a Python server) or anything that could carry a credential.
+ */
+import { ApiError } from '../errors.js';
+
+export interface UpstreamJsonCall {
+  /** Provider name for messages. */
+  label: string;
+  method: 'GET' | 'POST';
+  url: string;
+  headers?: Record<string, string>;
+  body?: unknown;
+  /** The request's signal (client gone, server closing). */
+  signal: AbortSignal;
+  /** Deadline for the whole exchange, body included. */
+  timeoutMs: number;
+  /** Largest response body accepted; base64 images are big, but not unbounded. */
+  maxBytes?: number;
+}
+
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
+const MAX_DETAIL_CHARS = 300;
+
+/**
+ * Removes anything that looks like a credential (bearer tokens, `sk-…` keys, long opaque strings)
+ * from an upstream sentence before it is shown to a client.
+ */
+export function redactSecrets(text: string): string {
+  return text
+    .replace(/\b(bearer|basic)\s+\S+/gi, '$1 [redacted]')
+    .replace(/\b(sk|pk|rk|key|api|tok)[-_][A-Za-z0-9_*.-]{6,}/gi, '[redacted]')
+    .replace(/[A-Za-z0-9_+/=*.-]{32,}/g, '[redacted]');
+}
+
+/** The human sentence an upstream put in its error body (OpenAI `error.message`, A1111 `detail`/`error`), if any. */
+function upstreamSentence(body: unknown): string | undefined {
+  if (!body || typeof body !== 'object') return undefined;
+  const record = body as Record<string, unknown>;
+  const error = record.error;
+  if (error && typeof error === 'object' && typeof (error as Record<string, unknown>).message === 'string') {
+    return (error as Record<string, unknown>).message as string;
+  }
+  if (typeof record.detail === 'string' && record.detail !== '') return record.detail;
+  if (Array.isArray(record.detail)) {
+    // FastAPI validation errors: [{loc: [...], msg: "..."}]
+    const messages = record.detail
+      .map((item) => (item && typeof item === 'object' ? (item as Record<string, unknown>).msg : undefined))
+      .filter((message): message is string => typeof message === 'string');
+    if (messages.length > 0) return messages.join('; ');
+  }
+  if (typeof record.message === 'string') return record.message;
+  return undefined;
+}
+
+/** Maps an upstream HTTP failure to the contract's error; only a 400/422 reason is passed on, redacted. */
+function statusError(label: string, status: number, body: unknown): ApiError {
+  if (status === 400 || status === 422) {
+    const sentence = upstreamSentence(body);
+    const reason = sentence ? `: ${redactSecrets(sentence).slice(0, MAX_DETAIL_CHARS)}` : '.';
+    return new ApiError('upstream_error', `The image provider (${label}) rejected the request (HTTP ${status})${reason}`);
+  }
+  if (status === 401 || status === 403) {
+    return new ApiError('upstream_error', `The image provider (${label}) refused the configured credentials (HTTP ${status}).`);
+  }
+  if (status === 404) return new ApiError('upstream_error', `The image provider (${label}) has no such endpoint or model (HTTP 404).`);
+  if (status === 429) return new ApiError('upstream_error', `The image provider (${label}) is rate limiting requests (HTTP 429).`);
+  return new ApiError('upstream_error', `The image provider (${label}) failed (HTTP ${status}).`);
+}
+
+async function readCapped(response: Response, maxBytes: number, label: string): Promise<Buffer> {
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await response.body?.cancel();
+    throw new ApiError('upstream_error', `The image provider (${label}) sent a response larger than ${maxBytes} bytes.`);
+  }
+  if (!response.body) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of response.body) {
+    total += chunk.byteLength;
+    if (total > maxBytes) {
+      await response.body.cancel().catch(() => undefined);
+      throw new ApiError('upstream_error', `The image provider (${label}) sent a response larger than ${maxBytes} bytes.`);
+    }
+    chunks.push(Buffer.from(chunk));
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseJson(bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sends one request and returns the parsed JSON body of a 2xx reply; every failure is an ApiError. */
+export async function callUpstreamJson(call: UpstreamJsonCall): Promise<unknown> {
+  const deadline = AbortSignal.timeout(call.timeoutMs);
+  const signal = AbortSignal.any([call.signal, deadline]);
+  const failure = (): ApiError => {
+    if (deadline.aborted && !call.signal.aborted) {
+      return new ApiError('upstream_timeout', `The image provider (${call.label}) did not answer within ${Math.ceil(call.timeoutMs / 1000)} s.`);
+    }
+    if (call.signal.aborted) return new ApiError('unavailable', 'The image request was cancelled.');
+    return new ApiError('upstream_error', `The image provider (${call.label}) could not be reached.`);
+  };
+
+  let response: Response;
+  try {
+    response = await fetch(call.url, {
+      method: call.method,
+      headers: { accept: 'application/json', ...(call.body === undefined ? {} : { 'content-type': 'application/json' }), ...call.headers },
+      body: call.body === undefined ? undefined : JSON.stringify(call.body),
+      signal,
+      redirect: 'error',
+    });
+  } catch {
+    throw failure();
+  }
+
+  let bytes: Buffer;
+  try {
+    bytes = await readCapped(response, call.maxBytes ?? DEFAULT_MAX_BYTES, call.label);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw failure();
+  }
+  const body = parseJson(bytes);
+  if (!response.ok) throw statusError(call.label, response.status, body);
+  if (body === undefined) throw new ApiError('upstream_error', `The image provider (${call.label}) sent a reply that is not JSON.`);
+  return body;
+}

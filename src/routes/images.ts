@@ -1,0 +1,180 @@
+/**
+ * POST /api/chat/image: caller → validated request → quota (cost `costs.image`) → the configured
+ * image provider → JSON, or NDJSON progress lines then the result when the client asks for
+ * `application/x-ndjson`. A failed generation gives the quota back.
+ */
+import { ApiError, toApiError } from '../errors.js';
+import type { HttpContext, ResponseStream, Route } from '../http/types.js';
+import { parseImageRequest } from '../images/request.js';
+import type { GeneratedImage, ImageProgress, ImageRequest } from '../images/types.js';
+import type { QuotaStamp } from '../chat/events.js';
+import type { Services } from '../services.js';
+
+const NDJSON = 'application/x-ndjson';
+
+/** The reply body shared by the JSON answer and the NDJSON `result` line. */
+function replyBody(services: Services, images: GeneratedImage[], stamp: QuotaStamp): Record<string, unknown> {
+  const provider = services.images;
+  return {
+    images,
+    model: provider.model,
+    ...(provider.note ? { note: provider.note } : {}),
+    plan: stamp.plan,
+    remaining: stamp.remaining,
+    reset: stamp.reset,
+    timestamp: new Date().toISOString(),
+  };
+}
+
+/** Runs the provider with metrics and logs around it. */
+async function generate(
+  services: Services,
+  request: ImageRequest,
+  signal: AbortSignal,
+  onProgress?: (progress: ImageProgress) => void,
+): Promise<GeneratedImage[]> {
+  const provider = services.images;
+  const started = performance.now();
+  try {
+    const images = await provider.generate(request, signal, onProgress);
+    services.metrics.imageDuration.observe({ provider: provider.name, outcome: 'ok' }, (performance.now() - started) / 1000);
+    services.metrics.imagesGenerated.inc({ provider: provider.name }, images.length);
+    return images;
+  } catch (error) {
+    const cancelled = signal.aborted;
+    const code = error instanceof ApiError ? error.code : 'internal';
+    const outcome = cancelled ? 'cancelled' : code;
+    services.metrics.imageDuration.observe({ provider: provider.name, outcome }, (performance.now() - started) / 1000);
+    if (!cancelled && provider.name !== 'builtin') services.metrics.upstreamErrors.inc({ provider: provider.name, code });
+    if (!cancelled) services.logger.warn({ provider: provider.name, code, ms: Math.round(performance.now() - started) }, 'image generation failed');
+    throw error;
+  }
+}
+
+/**
+ * Writes progress lines, keeping only the newest report while a write waits on a slow client, so
+ * a reader that falls behind sees fewer lines instead of making a queue grow.
+ */
+class ProgressLines {
+  private latest: ImageProgress | undefined;
+  private writing: Promise<void> | undefined;
+
+  constructor(
+    private readonly stream: ResponseStream,
+    private readonly started: number,
+  ) {}
+
+  offer(progress: ImageProgress): void {
+    this.latest = progress;
+    this.writing ??= this.drain();
+  }
+
+  /** Resolves once every offered report was written (or dropped for a newer one). */
+  async flush(): Promise<void> {
+    await this.writing;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.latest && !this.stream.closed) {
+      const { progress, etaSeconds } = this.latest;
+      this.latest = undefined;
+      const percent = Math.round(progress * 100);
+      await this.stream.write(
+        line({
+          type: 'progress',
+          stage: 'generating',
+          message: `Generating: ${percent}%`,
+          elapsed_ms: elapsed(this.started),
+          progress: Math.round(progress * 1000) / 1000,
+          ...(etaSeconds === undefined ? {} : { eta_s: Math.round(etaSeconds * 10) / 10 }),
+        }),
+      );
+    }
+    this.writing = undefined;
+  }
+}
+
+function line(value: unknown): string {
+  return `${JSON.stringify(value)}\n`;
+}
+
+function elapsed(started: number): number {
+  return Math.round(performance.now() - started);
+}
+
+function wantsNdjson(accept: string | undefined): boolean {
+  return accept !== undefined && accept.toLowerCase().includes(NDJSON);
+}
+
+async function streamImages(
+  services: Services,
+  context: HttpContext,
+  request: ImageRequest,
+  stamp: QuotaStamp,
+  refund: () => Promise<void>,
+  started: number,
+): Promise<void> {
+  const stream = context.stream({ contentType: NDJSON, headers: services.quota.headers(stamp) });
+  services.metrics.activeStreams.inc();
+  try {
+    await stream.write(line({ type: 'progress', stage: 'accepted', message: 'Image request accepted.', elapsed_ms: elapsed(started) }));
+    const provider = services.images;
+    const plural = request.n === 1 ? 'image' : 'images';
+    await stream.write(
+      line({
+        type: 'progress',
+        stage: 'generating',
+        message: `Generating ${request.n} ${plural} with ${provider.model}.`,
+        elapsed_ms: elapsed(started),
+        ...(provider.reportsProgress ? { progress: 0 } : {}),
+      }),
+    );
+    const progress = new ProgressLines(stream, started);
+    let images: GeneratedImage[];
+    try {
+      images = await generate(services, request, context.signal, provider.reportsProgress ? (report) => progress.offer(report) : undefined);
+    } finally {
+      await progress.flush();
+    }
+    await stream.write(line({ type: 'result', ...replyBody(services, images, stamp) }));
+  } catch (error) {
+    await refund();
+    const apiError = toApiError(error);
+    if (!(error instanceof ApiError)) services.logger.error({ err: error, route: context.request.route }, 'image stream failed');
+    // The status line already went out: the error becomes the last line, then a clean end.
+    await stream.write(line({ type: 'error', error: { code: apiError.code, message: apiError.message } }));
+  } finally {
+    stream.end();
+    services.metrics.activeStreams.dec();
+  }
+}
+
+/** The image generation route. */
+export function imageRoutes(services: Services): Route[] {
+  return [
+    {
+      method: 'POST',
+      path: '/api/chat/image',
+      handler: async (context) => {
+        const started = performance.now();
+        const ndjson = wantsNdjson(context.request.headers.accept);
+        const caller = await services.auth.caller(context);
+        const request = parseImageRequest(await context.readJson(), services.images);
+        // Quota is taken only for a valid request, and before any upstream work starts.
+        const reservation = await services.quota.reserve(caller, 'image');
+        if (ndjson) {
+          await streamImages(services, context, request, reservation.stamp, () => reservation.refund(), started);
+          return;
+        }
+        let images: GeneratedImage[];
+        try {
+          images = await generate(services, request, context.signal);
+        } catch (error) {
+          await reservation.refund();
+          throw error;
+        }
+        context.json(200, replyBody(services, images, reservation.stamp), services.quota.headers(reservation.stamp));
+      },
+    },
+  ];
+}
