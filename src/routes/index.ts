@@ -1,6 +1,7 @@
 /** Every route group of the service, in one list. */
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
+import { dashboardRoutes } from './dashboard.js';
 import { adminRoutes } from './admin.js';
 import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
@@ -11,7 +12,7 @@ import { quotaRoutes } from './quota.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
-  const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services)];
+  const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services), ...dashboardRoutes(services)];
   routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
   return [...routes, ...notImplementedRoutes(routes)];
 }

@@ -1,0 +1,197 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Parser } from 'htmlparser2';
+import { bootServer, type TestServer } from './helpers/server.js';
+
+interface ParsedPage {
+  scripts: Array<{ src: string | undefined; type: string | undefined; body: string }>;
+  stylesheets: string[];
+  inlineStyles: number;
+  eventHandlerAttributes: string[];
+  styleAttributes: number;
+  /** Form controls that need a label: id → has a <label for>, wraps in a label, or aria-label. */
+  unlabelled: string[];
+}
+
+/** Walks the page with a real HTML parser and records what the CSP and accessibility rules care about. */
+function parsePage(html: string): ParsedPage {
+  const page: ParsedPage = { scripts: [], stylesheets: [], inlineStyles: 0, eventHandlerAttributes: [], styleAttributes: 0, unlabelled: [] };
+  const labelFor = new Set<string>();
+  const controls: Array<{ id: string | undefined; wrapped: boolean; ariaLabel: boolean }> = [];
+  let labelDepth = 0;
+  let currentScript: ParsedPage['scripts'][number] | undefined;
+  let inStyle = false;
+  const parser = new Parser({
+    onopentag(name, attributes) {
+      for (const attribute of Object.keys(attributes)) if (attribute.startsWith('on')) page.eventHandlerAttributes.push(`${name}[${attribute}]`);
+      if ('style' in attributes) page.styleAttributes += 1;
+      if (name === 'script') currentScript = { src: attributes.src, type: attributes.type, body: '' };
+      if (name === 'style') inStyle = true;
+      if (name === 'link' && attributes.rel === 'stylesheet' && attributes.href) page.stylesheets.push(attributes.href);
+      if (name === 'label') {
+        labelDepth += 1;
+        if (attributes.for) labelFor.add(attributes.for);
+      }
+      const isControl = (name === 'input' && attributes.type !== 'hidden') || name === 'textarea' || name === 'select';
+      if (isControl) controls.push({ id: attributes.id, wrapped: labelDepth > 0, ariaLabel: Boolean(attributes['aria-label']) });
+    },
+    ontext(text) {
+      if (currentScript) currentScript.body += text;
+      if (inStyle && text.trim()) page.inlineStyles += 1;
+    },
+    onclosetag(name) {
+      if (name === 'script' && currentScript) {
+        page.scripts.push(currentScript);
+        currentScript = undefined;
+      }
+      if (name === 'style') inStyle = false;
+      if (name === 'label') labelDepth -= 1;
+    },
+  });
+  parser.write(html);
+  parser.end();
+  for (const control of controls) {
+    const labelled = control.wrapped || control.ariaLabel || (control.id !== undefined && labelFor.has(control.id));
+    if (!labelled) page.unlabelled.push(control.id ?? '(no id)');
+  }
+  return page;
+}
+
+describe('the dashboard static files', () => {
+  let server: TestServer;
+  let html: string;
+  let pageResponse: Response;
+
+  before(async () => {
+    server = await bootServer();
+    pageResponse = await server.fetch('/dashboard');
+    html = await pageResponse.text();
+  });
+  after(() => server.close());
+
+  it('serves the page as UTF-8 HTML with a strict Content-Security-Policy and revalidation caching', () => {
+    assert.equal(pageResponse.status, 200);
+    assert.equal(pageResponse.headers.get('content-type'), 'text/html; charset=utf-8');
+    const csp = pageResponse.headers.get('content-security-policy') ?? '';
+    const directives = new Map(csp.split(';').map((part) => {
+      const [name, ...values] = part.trim().split(/\s+/);
+      return [name!, values.join(' ')] as const;
+    }));
+    assert.equal(directives.get('default-src'), "'none'");
+    assert.equal(directives.get('script-src'), "'self'");
+    assert.equal(directives.get('style-src'), "'self'");
+    assert.equal(directives.get('connect-src'), "'self'");
+    assert.equal(directives.get('frame-ancestors'), "'none'");
+    assert.equal(directives.get('form-action'), "'none'");
+    assert.equal(directives.get('require-trusted-types-for'), "'script'");
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*/);
+    assert.equal(pageResponse.headers.get('cache-control'), 'no-cache');
+    assert.match(pageResponse.headers.get('etag') ?? '', /^"[A-Za-z0-9_-]{16}"$/);
+    assert.equal(pageResponse.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(pageResponse.headers.get('x-frame-options'), 'DENY');
+    assert.equal(pageResponse.headers.get('referrer-policy'), 'no-referrer');
+    assert.equal(pageResponse.headers.get('set-cookie'), null);
+  });
+
+  it('has no inline script, inline style or event-handler attribute, and every form control is labelled', () => {
+    const page = parsePage(html);
+    assert.ok(page.scripts.length >= 1);
+    for (const script of page.scripts) {
+      assert.ok(script.src, 'every script has a src');
+      assert.equal(script.body.trim(), '', 'no script has a body');
+    }
+    assert.deepEqual(page.eventHandlerAttributes, []);
+    assert.equal(page.inlineStyles, 0);
+    assert.equal(page.styleAttributes, 0);
+    assert.deepEqual(page.unlabelled, []);
+    assert.match(html, /<html lang="en">/);
+    assert.match(html, /<meta name="viewport" content="width=device-width, initial-scale=1">/);
+  });
+
+  it('fingerprints asset URLs so they can be cached for a year, with the right content types', async () => {
+    const page = parsePage(html);
+    const assets = [...page.scripts.map((script) => script.src!), ...page.stylesheets];
+    const expectedTypes: Record<string, string> = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
+    for (const url of assets) {
+      const match = /^\/dashboard\/assets\/[a-z-]+\.(js|css)\?v=([A-Za-z0-9_-]{16})$/.exec(url);
+      assert.ok(match, `${url} is fingerprinted`);
+      const response = await server.fetch(url);
+      assert.equal(response.status, 200);
+      assert.equal(response.headers.get('content-type'), expectedTypes[match[1]!]);
+      assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+      assert.equal(response.headers.get('etag'), `"${match[2]}"`);
+      assert.ok((await response.arrayBuffer()).byteLength > 100);
+    }
+  });
+
+  it('makes an unfingerprinted or stale asset URL revalidate, and answers 304 to a matching If-None-Match', async () => {
+    for (const path of ['/dashboard/assets/sse.js', '/dashboard/assets/sse.js?v=stale']) {
+      const response = await server.fetch(path);
+      assert.equal(response.status, 200);
+      assert.equal(response.headers.get('cache-control'), 'no-cache');
+      await response.arrayBuffer();
+    }
+    const etag = pageResponse.headers.get('etag')!;
+    const revalidated = await server.fetch('/dashboard', { headers: { 'if-none-match': etag } });
+    assert.equal(revalidated.status, 304);
+    assert.equal((await revalidated.arrayBuffer()).byteLength, 0);
+    const changed = await server.fetch('/dashboard', { headers: { 'if-none-match': '"something-else"' } });
+    assert.equal(changed.status, 200);
+    assert.equal(await changed.text(), html);
+  });
+
+  it('answers 404 in the contract error shape for an unknown asset and 405 for a POST', async () => {
+    const missing = await server.fetch('/dashboard/assets/secrets.json');
+    assert.equal(missing.status, 404);
+    assert.equal(((await missing.json()) as { error: { code: string } }).error.code, 'not_found');
+    const traversal = await server.fetch('/dashboard/assets/..%2F..%2Fpackage.json');
+    assert.equal(traversal.status, 404);
+    await traversal.arrayBuffer();
+    const posted = await server.post('/dashboard', {});
+    assert.equal(posted.status, 405);
+    assert.equal(posted.headers.get('allow'), 'GET');
+    await posted.arrayBuffer();
+  });
+});
+
+describe('the dashboard SSE parser', () => {
+  type SseEvent = { event: string; data: string };
+  let createSseParser: (onEvent: (event: SseEvent) => void) => { feed(text: string): void };
+
+  before(async () => {
+    // Plain browser JS, loaded as the ES module the page loads.
+    const module = (await import(new URL('../../web/dashboard/sse.js', import.meta.url).href)) as { createSseParser: typeof createSseParser };
+    createSseParser = module.createSseParser;
+  });
+
+  const stream =
+    'event: start\r\ndata: {"model":"m"}\r\n\r\n: ping\n\nevent: delta\ndata: {"text":"Hel"}\n\n' +
+    'event: delta\rdata: {"text":"lo"}\r\rdata: line one\ndata: line two\n\nevent: done\ndata:{"finish_reason":"stop"}\n\n' +
+    'event: delta\ndata: {"text":"cut off"}';
+  const expected: SseEvent[] = [
+    { event: 'start', data: '{"model":"m"}' },
+    { event: 'delta', data: '{"text":"Hel"}' },
+    { event: 'delta', data: '{"text":"lo"}' },
+    { event: 'message', data: 'line one\nline two' },
+    { event: 'done', data: '{"finish_reason":"stop"}' },
+  ];
+
+  it('yields the same events whether the stream arrives whole or split at every character', () => {
+    const whole: SseEvent[] = [];
+    createSseParser((event) => whole.push(event)).feed(stream);
+    assert.deepEqual(whole, expected);
+    const split: SseEvent[] = [];
+    const parser = createSseParser((event) => split.push(event));
+    for (const char of stream) parser.feed(char);
+    assert.deepEqual(split, expected);
+  });
+
+  it('does not split a CRLF that arrives in two chunks into two line ends', () => {
+    const events: SseEvent[] = [];
+    const parser = createSseParser((event) => events.push(event));
+    parser.feed('data: a\r');
+    parser.feed('\ndata: b\r');
+    parser.feed('\n\r\n');
+    assert.deepEqual(events, [{ event: 'message', data: 'a\nb' }]);
+  });
+});
