@@ -1,0 +1,68 @@
+/**
+ * Builds the one SearchProvider the server uses from `config.search`, and counts its failures
+ * by provider and error code.
+ */
+import { ConfigError, type Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { Retriever } from '../rag/types.js';
+import { BraveSearch } from './brave.js';
+import { LocalSearch } from './local.js';
+import { SearxngSearch } from './searxng.js';
+import { TavilySearch } from './tavily.js';
+import type { SearchProvider, SearchResult } from './types.js';
+
+export interface SearchDeps {
+  metrics: Metrics;
+  logger: Logger;
+  /** The knowledge base, searched by the offline default provider. */
+  retriever: Retriever;
+}
+
+/** The configured provider; a web provider without its base URL or key stops start-up with a ConfigError. */
+export function createSearchProvider(config: Config['search'], deps: SearchDeps): SearchProvider {
+  const upstream = { metrics: deps.metrics, logger: deps.logger, timeoutMs: config.timeoutMs };
+  let provider: SearchProvider;
+  switch (config.provider) {
+    case 'local':
+      provider = new LocalSearch(deps.retriever, deps.metrics);
+      break;
+    case 'searxng':
+      provider = new SearxngSearch({ baseUrl: required(config.baseUrl, 'search.base_url', 'searxng'), apiKey: config.apiKey }, upstream);
+      break;
+    case 'brave':
+      provider = new BraveSearch(
+        { baseUrl: required(config.baseUrl, 'search.base_url', 'brave'), apiKey: required(config.apiKey, 'search.api_key_env (default BRAVE_API_KEY)', 'brave') },
+        upstream,
+      );
+      break;
+    case 'tavily':
+      provider = new TavilySearch(
+        { baseUrl: required(config.baseUrl, 'search.base_url', 'tavily'), apiKey: required(config.apiKey, 'search.api_key_env (default TAVILY_API_KEY)', 'tavily') },
+        upstream,
+      );
+      break;
+  }
+  return withFailureCount(provider, deps.metrics);
+}
+
+function required(value: string | undefined, key: string, provider: string): string {
+  if (!value) throw new ConfigError(`${key}: required for the ${provider} search provider`);
+  return value;
+}
+
+/** Wraps a provider so every ApiError it throws is counted in colloquy_upstream_errors_total. */
+function withFailureCount(provider: SearchProvider, metrics: Metrics): SearchProvider {
+  return {
+    name: provider.name,
+    async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
+      try {
+        return await provider.search(query, options, signal);
+      } catch (error) {
+        if (error instanceof ApiError) metrics.upstreamErrors.inc({ provider: provider.name, code: error.code });
+        throw error;
+      }
+    },
+  };
+}
