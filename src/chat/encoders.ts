@@ -1,0 +1,171 @@
+/**
+ * The three encoders over one ChatEvent sequence: the JSON body collector (/api/chat/ and the
+ * NDJSON `result` line), SSE frames (/stream) and NDJSON lines (/progress).
+ */
+import type { ErrorCode } from '../errors.js';
+import { assertNever, type ChatEvent, type FinishReason, type Source, type Usage } from './events.js';
+
+/** The /api/chat/ response body. */
+export interface ChatResponseBody {
+  response: string;
+  model: string;
+  plan: string;
+  remaining: number;
+  reset: string;
+  timestamp: string;
+  session_id?: string;
+  finish_reason: FinishReason;
+  usage: Usage;
+  thinking?: string;
+  sources?: Source[];
+  search?: { provider: string; query: string; result_count: number };
+}
+
+/** Folds events into the final body; `error` is set when the sequence ended in an error. */
+export class ChatResultCollector {
+  private model = '';
+  private sessionId: string | undefined;
+  private plan = '';
+  private remaining = 0;
+  private reset = '';
+  private response = '';
+  private thinking = '';
+  private sources: Source[] | undefined;
+  private search: ChatResponseBody['search'];
+  private finished: { finishReason: FinishReason; usage: Usage; timestamp: string } | undefined;
+  error: { code: ErrorCode; message: string } | undefined;
+
+  /** Takes one event into account. */
+  add(event: ChatEvent): void {
+    switch (event.type) {
+      case 'start':
+        this.model = event.model;
+        this.sessionId = event.sessionId;
+        this.plan = event.quota.plan;
+        this.remaining = event.quota.remaining;
+        this.reset = event.quota.reset;
+        break;
+      case 'sources':
+        this.sources = event.sources;
+        break;
+      case 'search':
+        this.search = { provider: event.provider, query: event.query, result_count: event.resultCount };
+        break;
+      case 'thinking':
+        this.thinking += event.text;
+        break;
+      case 'delta':
+        this.response += event.text;
+        break;
+      case 'done':
+        this.finished = { finishReason: event.finishReason, usage: event.usage, timestamp: event.timestamp };
+        break;
+      case 'error':
+        this.error = { code: event.code, message: event.message };
+        break;
+      case 'progress':
+        break;
+      default:
+        assertNever(event);
+    }
+  }
+
+  /** The complete body, or undefined when the sequence did not end in `done`. */
+  body(): ChatResponseBody | undefined {
+    if (!this.finished || this.error) return undefined;
+    const body: ChatResponseBody = {
+      response: this.response,
+      model: this.model,
+      plan: this.plan,
+      remaining: this.remaining,
+      reset: this.reset,
+      timestamp: this.finished.timestamp,
+      finish_reason: this.finished.finishReason,
+      usage: this.finished.usage,
+    };
+    if (this.sessionId !== undefined) body.session_id = this.sessionId;
+    if (this.thinking.length > 0) body.thinking = this.thinking;
+    if (this.sources) body.sources = this.sources;
+    if (this.search) body.search = this.search;
+    return body;
+  }
+}
+
+function sse(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/** SSE frame for an event, or undefined for events the SSE stream does not carry. */
+export class SseEncoder {
+  private search: ChatResponseBody['search'];
+
+  /** The frame for one event (progress is NDJSON-only; search rides on the sources event). */
+  encode(event: ChatEvent): string | undefined {
+    switch (event.type) {
+      case 'start':
+        return sse('start', {
+          model: event.model,
+          ...(event.sessionId !== undefined ? { session_id: event.sessionId } : {}),
+          plan: event.quota.plan,
+          remaining: event.quota.remaining,
+          reset: event.quota.reset,
+        });
+      case 'search':
+        this.search = { provider: event.provider, query: event.query, result_count: event.resultCount };
+        return undefined;
+      case 'sources':
+        return sse('sources', { sources: event.sources, ...(this.search ? { search: this.search } : {}) });
+      case 'thinking':
+        return sse('thinking', { text: event.text });
+      case 'delta':
+        return sse('delta', { text: event.text });
+      case 'done':
+        return sse('done', { finish_reason: event.finishReason, usage: event.usage, timestamp: event.timestamp });
+      case 'error':
+        return sse('error', { error: { code: event.code, message: event.message } });
+      case 'progress':
+        return undefined;
+      default:
+        return assertNever(event);
+    }
+  }
+}
+
+/** NDJSON lines: progress, sources, and the last line (result or error). */
+export class NdjsonEncoder {
+  private readonly collector = new ChatResultCollector();
+
+  constructor(private readonly acceptedAt: number) {}
+
+  /** The line for one event, or undefined (deltas are folded into the final result). */
+  encode(event: ChatEvent): string | undefined {
+    this.collector.add(event);
+    switch (event.type) {
+      case 'progress': {
+        const line: Record<string, unknown> = {
+          type: 'progress',
+          stage: event.stage,
+          message: event.message,
+          elapsed_ms: Math.round(performance.now() - this.acceptedAt),
+        };
+        if (event.outputTokens !== undefined) line.output_tokens = event.outputTokens;
+        return `${JSON.stringify(line)}\n`;
+      }
+      case 'sources':
+        return `${JSON.stringify({ type: 'sources', sources: event.sources })}\n`;
+      case 'done': {
+        const body = this.collector.body();
+        return body ? `${JSON.stringify({ type: 'result', ...body })}\n` : undefined;
+      }
+      case 'error':
+        return `${JSON.stringify({ type: 'error', error: { code: event.code, message: event.message } })}\n`;
+      case 'start':
+      case 'search':
+      case 'thinking':
+      case 'delta':
+        return undefined;
+      default:
+        return assertNever(event);
+    }
+  }
+}

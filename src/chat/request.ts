@@ -1,0 +1,85 @@
+/**
+ * The chat request as the contract fixes it, validated once at the edge with valibot. Unknown
+ * fields are refused; every failing field is listed in `details` with its path.
+ */
+import * as v from 'valibot';
+import { ApiError, type ErrorDetail } from '../errors.js';
+
+const MESSAGE_MAX = 32_768;
+
+const Bcp47 = v.pipe(
+  v.string(),
+  v.check((tag) => {
+    // Intl knows BCP 47 syntax; it refuses malformed tags such as "english" or "en_US".
+    try {
+      return /^[A-Za-z]{2,3}([-][A-Za-z0-9]{1,8})*$/.test(tag) && Intl.getCanonicalLocales(tag).length === 1;
+    } catch {
+      return false;
+    }
+  }, 'must be a BCP 47 language tag such as "en" or "fr-CA"'),
+);
+
+const Int = (min: number, max: number) => v.pipe(v.number(), v.integer('must be an integer'), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+
+const chatFields = {
+  message: v.pipe(
+    v.string('must be a string'),
+    v.trim(),
+    v.minLength(1, 'must not be empty'),
+    v.maxLength(MESSAGE_MAX, `must be at most ${MESSAGE_MAX} characters`),
+  ),
+  model: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
+  history: v.optional(
+    v.pipe(
+      v.array(
+        v.strictObject({
+          role: v.picklist(['system', 'user', 'assistant'], 'must be "system", "user" or "assistant"'),
+          content: v.string('must be a string'),
+        }),
+        'must be an array of {role, content}',
+      ),
+      v.maxLength(100, 'must have at most 100 items'),
+    ),
+  ),
+  session_id: v.optional(v.pipe(v.string('must be a string'), v.regex(/^[A-Za-z0-9_-]{1,128}$/, 'must match [A-Za-z0-9_-]{1,128}'))),
+  rag: v.optional(
+    v.union(
+      [v.boolean(), v.strictObject({ top_k: v.optional(Int(1, 20)), collection: v.optional(v.pipe(v.string(), v.minLength(1))) })],
+      'must be a boolean or {top_k?, collection?}',
+    ),
+  ),
+  web_search: v.optional(v.union([v.boolean(), v.strictObject({ max_results: v.optional(Int(1, 10)) })], 'must be a boolean or {max_results?}')),
+  deep_thinking: v.optional(v.boolean('must be a boolean')),
+  language: v.optional(Bcp47),
+  temperature: v.optional(v.pipe(v.number('must be a number'), v.minValue(0, 'must be at least 0'), v.maxValue(2, 'must be at most 2'))),
+  max_tokens: v.optional(Int(1, 32_768)),
+  system: v.optional(v.string('must be a string')),
+};
+
+/** POST /api/chat/, /stream and /progress. */
+export const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
+/** POST /api/chat/search: the chat request plus `max_results`. */
+export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
+
+export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;
+
+function issueDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
+  return issues.map((issue) => {
+    const path = (issue.path ?? []).map((item) => String(item.key)).join('.');
+    // strictObject reports an unknown key with the key in the path and a generic message.
+    const unknownKey = issue.kind === 'schema' && issue.type === 'strict_object' && issue.expected === 'never';
+    return { path: path || '(body)', message: unknownKey ? 'is not a known field' : issue.message };
+  });
+}
+
+/** Validates a parsed body; throws invalid_request with one detail per failing field. */
+export function parseChatRequest(body: unknown, withSearch: boolean): ChatRequest {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new ApiError('invalid_request', 'The body must be a JSON object.', { details: [{ path: '(body)', message: 'must be an object' }] });
+  }
+  const parsed = v.safeParse(withSearch ? SearchChatRequestSchema : ChatRequestSchema, body, { abortEarly: false });
+  if (!parsed.success) {
+    throw new ApiError('invalid_request', 'The chat request is not valid.', { details: issueDetails(parsed.issues) });
+  }
+  return parsed.output;
+}
