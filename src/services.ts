@@ -10,6 +10,8 @@ import type { ImageProvider } from './images/types.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { SessionStore } from './store/types.js';
+import type { Retriever } from './rag/types.js';
+import type { SearchProvider } from './search/types.js';
 
 export interface Services {
   config: Readonly<Config>;
@@ -26,6 +28,10 @@ export interface Services {
   apiKeys: ApiKeyStore;
   /** The configured image provider (the built-in renderer when none is configured). */
   images: ImageProvider;
+  /** Knowledge-base retrieval for `rag`; until it is wired, chat refuses `rag` with `unavailable`. */
+  retriever?: Retriever;
+  /** Web search for `web_search` and /api/chat/search; until wired, those answer `unavailable`. */
+  search?: SearchProvider;
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

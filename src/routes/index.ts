@@ -3,6 +3,9 @@ import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
 import { dashboardRoutes } from './dashboard.js';
 import { adminRoutes } from './admin.js';
+import { chatRoutes } from './chat.js';
+import { modelsRoutes } from './models.js';
+import { createProviderRegistry } from '../providers/registry.js';
 import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
 import { keyRoutes } from './keys.js';
@@ -14,5 +17,7 @@ import { sessionRoutes } from './sessions.js';
 export function buildRoutes(services: Services): Route[] {
   const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services), ...dashboardRoutes(services)];
   routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
+  const providers = createProviderRegistry(services.config);
+  routes.push(...chatRoutes(services, providers), ...modelsRoutes(services, providers));
   return [...routes, ...notImplementedRoutes(routes)];
 }
