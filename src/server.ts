@@ -9,6 +9,7 @@ import { createImageProvider } from './images/create.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import { buildRoutes } from './routes/index.js';
+import { createSearchProvider } from './search/factory.js';
 import type { Services } from './services.js';
 import { LmdbStorage } from './store/lmdb.js';
 
@@ -30,9 +31,12 @@ export interface StartOptions {
 export async function startServer(config: Readonly<Config> = loadConfig(), options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
+  // Before storage opens, so a search provider missing its URL or key stops start-up with nothing
+  // to clean up; the retriever is looked up per search, whenever the knowledge base is wired.
+  const search = createSearchProvider(config.search, { metrics, logger, retriever: () => services.retriever });
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, metrics, options.clock);
-  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), startedAt: performance.now() };
+  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, startedAt: performance.now() };
 
   const http = new HttpServer({
     routes: buildRoutes(services),

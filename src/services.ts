@@ -30,8 +30,8 @@ export interface Services {
   images: ImageProvider;
   /** Knowledge-base retrieval for `rag`; until it is wired, chat refuses `rag` with `unavailable`. */
   retriever?: Retriever;
-  /** Web search for `web_search` and /api/chat/search; until wired, those answer `unavailable`. */
-  search?: SearchProvider;
+  /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */
+  search: SearchProvider;
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

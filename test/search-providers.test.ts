@@ -16,9 +16,8 @@ import type { SearchProvider } from '../src/search/types.js';
 import { json, searchFixture, startSearchUpstream, type SearchUpstream, type UpstreamAnswer } from './helpers/search-upstream.js';
 
 const KEY = 'sk-search-secret-0123456789';
-const unusedRetriever: Retriever = {
-  retrieve: () => Promise.reject(new Error('the knowledge base is not part of web search')),
-};
+// Web providers never touch the knowledge base.
+const noRetriever = (): Retriever | undefined => undefined;
 
 const upstreams: SearchUpstream[] = [];
 after(async () => {
@@ -35,7 +34,7 @@ function provider(kind: Config['search']['provider'], baseUrl: string | undefine
   const metrics = createMetrics();
   const search = createSearchProvider(
     { provider: kind, baseUrl, apiKey: options.apiKey, timeoutMs: options.timeoutMs ?? 2000 },
-    { metrics, logger: createLogger('silent'), retriever: unusedRetriever },
+    { metrics, logger: createLogger('silent'), retriever: noRetriever },
   );
   return { search, metrics };
 }

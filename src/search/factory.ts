@@ -16,8 +16,8 @@ import type { SearchProvider, SearchResult } from './types.js';
 export interface SearchDeps {
   metrics: Metrics;
   logger: Logger;
-  /** The knowledge base, searched by the offline default provider. */
-  retriever: Retriever;
+  /** The knowledge base, searched by the offline default provider; looked up at search time. */
+  retriever: () => Retriever | undefined;
 }
 
 /** The configured provider; a web provider without its base URL or key stops start-up with a ConfigError. */
