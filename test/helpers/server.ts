@@ -23,13 +23,15 @@ export interface BootOptions {
   env?: Record<string, string>;
   /** Reuse a data directory (to test restarts). */
   dataDir?: string;
+  /** "Now" in epoch ms for quota windows (to cross a window edge without waiting). */
+  clock?: () => number;
 }
 
 /** Starts a server for one test file; call `close()` in `after`. */
 export async function bootServer(options: BootOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'colloquy-test-'));
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...options.env }, options.config ?? {});
-  const server = await startServer(config, { logger: createLogger('silent') });
+  const server = await startServer(config, { logger: createLogger('silent'), clock: options.clock });
   const ownsDir = options.dataDir === undefined;
   return {
     ...server,
