@@ -29,15 +29,18 @@ const ImageBodySchema = v.strictObject({
 function detailsOf(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
   return issues.map((issue) => {
     const path = (issue.path ?? []).map((item) => String(item.key)).join('.');
-    // strictObject reports an unknown key as an issue whose path is that key.
-    if (issue.kind === 'schema' && issue.type === 'strict_object' && path !== '') return { path, message: 'is not a known field' };
     if (path === '') return { path: '(body)', message: 'must be a JSON object' };
+    // strictObject reports an unknown key as a key issue expecting `never`, a missing one with input undefined.
+    if (issue.type === 'strict_object' && issue.expected === 'never') return { path, message: 'is not a known field' };
     return { path, message: issue.input === undefined ? 'is required' : issue.message };
   });
 }
 
 /** Validates a parsed body against the contract and the configured provider's model id. */
 export function parseImageRequest(body: unknown, provider: ImageProvider): ImageRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ApiError('invalid_request', 'The image request is not valid.', { details: [{ path: '(body)', message: 'must be a JSON object' }] });
+  }
   const parsed = v.safeParse(ImageBodySchema, body);
   if (!parsed.success) {
     throw new ApiError('invalid_request', 'The image request is not valid.', { details: detailsOf(parsed.issues) });
