@@ -17,6 +17,7 @@ import type { Services } from '../services.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatEvent, FinishReason, Source, Usage } from './events.js';
 import { parseChatRequest, type ChatRequest } from './request.js';
+import { toSearchQuery } from '../search/normalise.js';
 
 /** Which route asked: the search route forces the search step and pays the `search` cost. */
 export type ChatKind = 'chat' | 'search';
@@ -156,7 +157,7 @@ export class ChatPipeline {
             snippet: cut(result.snippet, SNIPPET_MAX_CHARS),
           });
         }
-        search = { provider: searcher.name, query: request.message, resultCount: results.length };
+        search = { provider: searcher.name, query: toSearchQuery(request.message), resultCount: results.length };
         yield { type: 'search', ...search };
       }
       if (ranRetrieval) yield { type: 'sources', sources };

@@ -48,12 +48,45 @@ async function replyStream(
   }
 }
 
-function sseStream(context: HttpContext, services: Services, pipeline: ChatPipeline, prepared: PreparedChat): Promise<void> {
+/**
+ * Reads the events up to `sources` before the stream opens, so a failed search is still an
+ * ordinary JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an
+ * `error` event on a 200 stream. The held events are replayed first.
+ */
+async function holdUntilSources(events: AsyncGenerator<ChatEvent>, headers: Record<string, string>): Promise<AsyncGenerator<ChatEvent>> {
+  const held: ChatEvent[] = [];
+  for (;;) {
+    const next = await events.next();
+    if (next.done) break;
+    if (next.value.type === 'error') {
+      await events.return(undefined);
+      throw new ApiError(next.value.code, next.value.message, { headers });
+    }
+    held.push(next.value);
+    if (next.value.type === 'sources') break;
+  }
+  return (async function* () {
+    try {
+      yield* held;
+      yield* events;
+    } finally {
+      // The client may leave while held events are replayed; the pipeline must still close.
+      await events.return(undefined);
+    }
+  })();
+}
+
+async function sseStream(context: HttpContext, services: Services, pipeline: ChatPipeline, prepared: PreparedChat): Promise<void> {
   const encoder = new SseEncoder();
+  let events = pipeline.events(prepared, context.signal);
+  if (prepared.kind === 'search' || prepared.request.web_search) {
+    events = await holdUntilSources(events, prepared.quotaHeaders);
+    if (context.signal.aborted) return;
+  }
   return replyStream(
     context,
     services,
-    pipeline.events(prepared, context.signal),
+    events,
     { contentType: 'text/event-stream; charset=utf-8', headers: { ...prepared.quotaHeaders, 'X-Accel-Buffering': 'no' }, heartbeat: SSE_HEARTBEAT },
     (event) => encoder.encode(event),
   );
