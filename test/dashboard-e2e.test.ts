@@ -133,6 +133,21 @@ describe('the dashboard in a browser', () => {
     await shot(adminPage, '02-admin-plan-changed');
   });
 
+  it('refuses a wrong key and the admin token offered as a key with a message, keeping nothing', async () => {
+    const page = await openPage();
+    await page.getByLabel('Key or token').fill('ck_0000000000000000_' + 'x'.repeat(43));
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'not valid or has been revoked' }).waitFor();
+    await page.getByLabel('Key or token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'choose "The admin token"' }).waitFor();
+    assert.equal(await page.locator('#sign-in').isVisible(), true);
+    assert.equal(await page.locator('#user-view').isHidden(), true);
+    assert.equal(await page.evaluate(() => (globalThis as unknown as InPage).sessionStorage.length), 0);
+    await shot(page, '03-sign-in-refused');
+    await page.close();
+  });
+
   it('the user signs in with that key using only the keyboard and sees plan, quota with a countdown, and their key', async () => {
     userPage = await openPage();
     await userPage.locator('#secret').focus();
@@ -161,7 +176,7 @@ describe('the dashboard in a browser', () => {
     assert.equal(userPage.url(), `${server.url}/dashboard`);
     assert.deepEqual(await context.cookies(), []);
     assert.equal(await userPage.evaluate(() => (globalThis as unknown as InPage).sessionStorage.length), 0);
-    await shot(userPage, '03-user-signed-in');
+    await shot(userPage, '04-user-signed-in');
   });
 
   it('the user creates a second key, copies it, and after revoking it a call with it gets 401', async () => {
@@ -174,7 +189,7 @@ describe('the dashboard in a browser', () => {
     await userPage.getByRole('button', { name: 'Copy' }).click();
     await userPage.getByRole('button', { name: 'Copied' }).waitFor();
     assert.equal(await userPage.evaluate(() => (globalThis as unknown as InPage).navigator.clipboard.readText()), secondKey);
-    await shot(userPage, '04-user-key-created');
+    await shot(userPage, '05-user-key-created');
 
     const works = await server.fetch('/api/keys', { headers: asUser(secondKey) });
     assert.equal(works.status, 200);
@@ -193,7 +208,7 @@ describe('the dashboard in a browser', () => {
     const stillWorks = await server.fetch('/api/keys', { headers: asUser(firstKey) });
     assert.equal(stillWorks.status, 200);
     await stillWorks.arrayBuffer();
-    await shot(userPage, '05-user-key-revoked');
+    await shot(userPage, '06-user-key-revoked');
   });
 
   it('a playground message streams its reply into the page as it arrives and the quota drops by one', async () => {
@@ -214,6 +229,7 @@ describe('the dashboard in a browser', () => {
     await userPage.locator('#playground-meta', { hasText: /stop|length/ }).waitFor();
 
     const reply = (await userPage.locator('#playground-output').textContent()) ?? '';
+    assert.equal(await userPage.getByLabel('Message', { exact: true }).inputValue(), '');
     assert.ok(reply.trim().length > 0);
     const changes = await userPage.evaluate(() => (globalThis as unknown as InPage).replyChanges.whileBusy);
     assert.ok(changes > 1, `the reply arrived in ${changes} piece(s)`);
@@ -229,7 +245,7 @@ describe('the dashboard in a browser', () => {
     const session = (await stored.json()) as { messages: Array<{ role: string; content: string }> };
     assert.deepEqual(session.messages.map((message) => message.role), ['user', 'assistant']);
     assert.equal(session.messages[1]!.content, reply);
-    await shot(userPage, '06-user-playground-reply');
+    await shot(userPage, '07-user-playground-reply');
   });
 
   it('the user clears the session and it is gone from the page and the API', async () => {
@@ -240,7 +256,7 @@ describe('the dashboard in a browser', () => {
     const gone = await server.fetch(`/api/chat/session/${SESSION_ID}`, { headers: asUser(firstKey) });
     assert.equal(gone.status, 404);
     await gone.arrayBuffer();
-    await shot(userPage, '07-user-session-cleared');
+    await shot(userPage, '08-user-session-cleared');
   });
 
   it('fits a phone-sized screen without sideways scrolling', async () => {
@@ -250,7 +266,7 @@ describe('the dashboard in a browser', () => {
       return root.scrollWidth - root.clientWidth;
     });
     assert.ok(overflow <= 0, `the page is ${overflow}px wider than the screen`);
-    await shot(userPage, '08-user-phone');
+    await shot(userPage, '09-user-phone');
   });
 
   it('revoking the key the page is signed in with signs the user out and the page reports it', async () => {
@@ -262,7 +278,7 @@ describe('the dashboard in a browser', () => {
     const refused = await server.fetch('/api/chat/quota/me', { headers: asUser(firstKey) });
     assert.equal(refused.status, 401);
     await refused.arrayBuffer();
-    await shot(userPage, '09-signed-out');
+    await shot(userPage, '10-signed-out');
   });
 
   it('ran without a script error or Content-Security-Policy violation', () => {

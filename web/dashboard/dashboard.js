@@ -241,13 +241,16 @@ async function signIn(role, secret) {
       showView('admin');
       await loadUsers();
     } else {
+      // The key list first: it refuses the admin token (403), which quota/me would accept.
+      const keys = await api('GET', '/api/keys');
       const quota = await api('GET', '/api/chat/quota/me');
       state.userId = quota.user_id;
       $('whoami').textContent = quota.user_id;
       showView('user');
       renderQuota(quota);
+      renderKeys(keys.keys ?? []);
       startCountdown();
-      await Promise.all([loadKeys(), loadSessions()]);
+      await loadSessions();
       if (!$('playground-session').value) $('playground-session').value = `playground-${Date.now().toString(36)}`;
     }
     $('main').focus();
@@ -255,7 +258,10 @@ async function signIn(role, secret) {
   } catch (error) {
     state.role = null;
     state.secret = null;
-    if (error instanceof ApiFailure && (error.status === 401 || error.status === 403)) {
+    if (error instanceof ApiFailure && error.status === 403 && role === 'user') {
+      // The admin token is a valid credential but owns no keys: point at the right choice.
+      showError('That is not a user\'s API key. To sign in with the admin token, choose "The admin token".');
+    } else if (error instanceof ApiFailure && (error.status === 401 || error.status === 403)) {
       showError(role === 'admin' ? 'That admin token was not accepted.' : 'That API key is not valid or has been revoked.');
     } else if (error instanceof ApiFailure && error.status === 404 && role === 'admin') {
       showError('The admin API is disabled on this server (COLLOQUY_ADMIN_TOKEN is not set).');
@@ -387,8 +393,7 @@ function renderKeys(keys) {
 
 async function loadKeys() {
   const payload = await api('GET', '/api/keys');
-  const keys = Array.isArray(payload) ? payload : payload.keys ?? [];
-  renderKeys(keys);
+  renderKeys(payload.keys ?? []);
 }
 
 async function createKey(button) {
@@ -456,8 +461,7 @@ function renderSessions(sessions) {
 
 async function loadSessions() {
   const payload = await api('GET', '/api/chat/sessions');
-  const sessions = Array.isArray(payload) ? payload : payload.sessions ?? [];
-  renderSessions(sessions);
+  renderSessions(payload.sessions ?? []);
 }
 
 async function clearSession(sessionId, button) {
@@ -565,8 +569,13 @@ async function sendMessage() {
           break;
       }
     });
-    if (!finished) $('playground-meta').textContent = 'The connection ended before the reply was complete.';
-    else announce('The reply is complete.');
+    if (!finished) {
+      $('playground-meta').textContent = 'The connection ended before the reply was complete.';
+    } else if ($('alert').hidden) {
+      // Sent and answered: ready for the next message.
+      $('playground-message').value = '';
+      announce('The reply is complete.');
+    }
   } catch (error) {
     if (controller.signal.aborted) {
       $('playground-meta').textContent = 'Stopped.';
@@ -612,8 +621,7 @@ function renderUsers(users) {
 
 async function loadUsers() {
   const payload = await api('GET', '/api/admin/users?limit=100');
-  const users = Array.isArray(payload) ? payload : payload.users ?? [];
-  renderUsers(users);
+  renderUsers(payload.users ?? []);
 }
 
 async function issueKey(userId) {
