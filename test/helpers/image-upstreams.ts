@@ -32,6 +32,8 @@ export interface ImageUpstream {
   requests: RecordedRequest[];
   /** Handlers by `METHOD /path` (query string ignored); replace them per test. */
   handlers: Map<string, UpstreamHandler>;
+  /** Requests whose connection the client closed before an answer was sent. */
+  readonly cancelled: number;
   /** Requests on `METHOD /path` so far. */
   count(key: string): number;
   close(): Promise<void>;
@@ -41,8 +43,12 @@ export interface ImageUpstream {
 export async function startImageUpstream(): Promise<ImageUpstream> {
   const requests: RecordedRequest[] = [];
   const handlers = new Map<string, UpstreamHandler>();
+  let cancelled = 0;
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
+    response.on('close', () => {
+      if (!response.writableFinished) cancelled += 1;
+    });
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
@@ -68,6 +74,9 @@ export async function startImageUpstream(): Promise<ImageUpstream> {
     url: `http://127.0.0.1:${port}`,
     requests,
     handlers,
+    get cancelled() {
+      return cancelled;
+    },
     count: (key) => requests.filter((request) => `${request.method} ${request.path}` === key).length,
     close: () =>
       new Promise<void>((resolve) => {
