@@ -10,7 +10,7 @@ import { ConfigError, type Config } from '../src/config.js';
 import { ApiError } from '../src/errors.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics.js';
-import type { Retriever } from '../src/rag/types.js';
+import type { Passage, Retriever } from '../src/rag/types.js';
 import { createSearchProvider } from '../src/search/factory.js';
 import type { SearchProvider } from '../src/search/types.js';
 import { json, searchFixture, startSearchUpstream, type SearchUpstream, type UpstreamAnswer } from './helpers/search-upstream.js';
@@ -216,6 +216,53 @@ describe('Tavily provider', () => {
       assert.equal(error.code, 'upstream_error');
       assert.match(error.message, message);
     }
+  });
+});
+
+describe('local provider', () => {
+  const passage = (documentId: string, chunk: number, text: string, url?: string): Passage => ({
+    documentId,
+    chunkId: `${documentId}#${chunk}`,
+    title: `Document ${documentId}`,
+    url,
+    text,
+    score: 10 - chunk,
+  });
+
+  test('returns one result per document with a snippet centred on the matching sentence, reported as local', async () => {
+    const asked: Array<{ query: string; topK: number }> = [];
+    const filler = 'The archive also keeps letters, maps and photographs from the period. '.repeat(6);
+    const retriever: Retriever = {
+      retrieve: async (query, options) => {
+        asked.push({ query, topK: options.topK });
+        return [
+          passage('a', 0, `${filler}The lighthouse keeper was Ada Brennan, who lit the lamp for forty years. ${filler}`, 'https://example.org/a'),
+          passage('a', 1, 'A second chunk of the same document.', 'https://example.org/a'),
+          passage('b', 0, 'Harbour records list every ship that docked after 1820.'),
+        ];
+      },
+    };
+    const search = createSearchProvider(
+      { provider: 'local', baseUrl: undefined, apiKey: undefined, timeoutMs: 1000 },
+      { metrics: createMetrics(), logger: createLogger('silent'), retriever: () => retriever },
+    );
+    const results = await search.search('Who was the lighthouse\nkeeper?', { maxResults: 2 }, new AbortController().signal);
+    assert.equal(search.name, 'local');
+    assert.deepEqual(asked, [{ query: 'Who was the lighthouse keeper?', topK: 6 }]);
+    assert.deepEqual(
+      results.map((result) => [result.title, result.url]),
+      [
+        ['Document a', 'https://example.org/a'],
+        ['Document b', undefined],
+      ],
+    );
+    assert.ok(results[0]!.snippet.length <= 300);
+    assert.match(results[0]!.snippet, /The lighthouse keeper was Ada Brennan, who lit the lamp for forty years\./);
+  });
+
+  test('without a knowledge base it answers unavailable instead of pretending to have searched', async () => {
+    const error = await failure(provider('local', undefined).search);
+    assert.equal(error.code, 'unavailable');
   });
 });
 
