@@ -96,6 +96,7 @@ describe('the dashboard in a browser', () => {
     adminPage = await openPage();
     await adminPage.getByLabel('The admin token').check();
     await adminPage.getByLabel('Key or token').fill(ADMIN_TOKEN);
+    await adminPage.getByLabel('Stay signed in while this tab is open').check();
     await adminPage.getByRole('button', { name: 'Sign in' }).click();
     await adminPage.getByRole('heading', { name: 'Create a user' }).waitFor();
     assert.equal(await adminPage.locator('#whoami').textContent(), 'administrator');
@@ -131,6 +132,25 @@ describe('the dashboard in a browser', () => {
     await adminPage.getByRole('alert').waitFor();
     assert.match((await adminPage.getByRole('alert').textContent()) ?? '', /plan/);
     await shot(adminPage, '02-admin-plan-changed');
+
+    await adminPage.getByRole('button', { name: 'Look up' }).click();
+    await adminPage.locator('#lookup-result').waitFor({ state: 'visible' });
+    const lookup = (await adminPage.locator('#lookup-result').textContent()) ?? '';
+    assert.match(lookup, /Planfree/);
+    assert.match(lookup, /Used0 of 50/);
+  });
+
+  it('keeps the admin signed in across a reload only when asked, and signing out forgets the token', async () => {
+    await adminPage.reload();
+    await adminPage.getByRole('heading', { name: 'Create a user' }).waitFor();
+    assert.equal(await adminPage.locator('#whoami').textContent(), 'administrator');
+    await adminPage.getByRole('button', { name: 'Sign out' }).click();
+    await adminPage.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.equal(await adminPage.evaluate(() => (globalThis as unknown as InPage).sessionStorage.length), 0);
+    await adminPage.reload();
+    await adminPage.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.equal(await adminPage.locator('#admin-view').isHidden(), true);
+    await adminPage.close();
   });
 
   it('refuses a wrong key and the admin token offered as a key with a message, keeping nothing', async () => {
@@ -257,6 +277,20 @@ describe('the dashboard in a browser', () => {
     assert.equal(gone.status, 404);
     await gone.arrayBuffer();
     await shot(userPage, '08-user-session-cleared');
+  });
+
+  it('the Stop button ends a reply that is still streaming', async () => {
+    await userPage.getByLabel('Keep in session').uncheck();
+    assert.equal(await userPage.getByLabel('Session id').isDisabled(), true);
+    await userPage.getByLabel('Message', { exact: true }).fill('Tell me everything.');
+    await userPage.getByRole('button', { name: 'Send' }).click();
+    await userPage.waitForFunction(() => Boolean((globalThis as unknown as InPage).document.getElementById('playground-output')?.textContent));
+    await userPage.getByRole('button', { name: 'Stop' }).click();
+    await userPage.locator('#playground-meta', { hasText: 'Stopped.' }).waitFor();
+    assert.equal(await userPage.getByRole('button', { name: 'Send' }).isEnabled(), true);
+    assert.equal(await userPage.getByRole('button', { name: 'Stop' }).isDisabled(), true);
+    // Unsent-in-full: the question stays in the box to try again.
+    assert.equal(await userPage.getByLabel('Message', { exact: true }).inputValue(), 'Tell me everything.');
   });
 
   it('fits a phone-sized screen without sideways scrolling', async () => {

@@ -93,7 +93,11 @@ async function parseResponse(response) {
 /** Runs an action with its button disabled and errors shown; returns the action's result. */
 async function busy(button, action) {
   clearError();
-  if (button) button.disabled = true;
+  // A new user action replaces the last outcome; background refreshes leave it standing.
+  if (button) {
+    announce('');
+    button.disabled = true;
+  }
   try {
     return await action();
   } catch (error) {
