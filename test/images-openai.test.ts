@@ -82,6 +82,16 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
     assert.equal(await remaining(), before);
   });
 
+  it('removes anything that looks like a credential from a passed-on 400 reason', async () => {
+    const message = `Invalid 'user': Bearer ${SECRET} is not allowed; key sk-live-0123456789abcdef was revoked`;
+    upstream.handlers.set(GENERATIONS, () => ({ status: 400, body: JSON.stringify({ error: { message, type: 'invalid_request_error' } }) }));
+    const response = await server.post('/api/chat/image', { prompt: 'x', size: '256x256' });
+    const text = await response.text();
+    assert.equal(response.status, 502);
+    assert.doesNotMatch(text, /sk-test|sk-live|0123456789abcdef|abcdefghijklmnop/);
+    assert.match(text, /Invalid 'user'/);
+  });
+
   it('never shows the upstream key, even when the upstream echoes part of it', async () => {
     upstream.handlers.set(GENERATIONS, () => ({ status: 401, fixture: 'openai-generations-401.json' }));
     const response = await server.post('/api/chat/image', { prompt: 'x', size: '256x256' });
@@ -157,5 +167,25 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
     assert.match(text, /colloquy_upstream_errors_total\{provider="openai-images",code="upstream_error"\} [1-9]/);
     assert.match(text, /colloquy_upstream_errors_total\{provider="openai-images",code="upstream_timeout"\} 1/);
     assert.match(text, /colloquy_images_generated_total\{provider="openai-images"\} [1-9]/);
+  });
+});
+
+describe('POST /api/chat/image when the OpenAI-compatible upstream is not reachable', () => {
+  it('answers 502 upstream_error and gives the quota back', async () => {
+    const gone = await startImageUpstream();
+    const url = gone.url;
+    await gone.close();
+    const server = await bootServer({ config: { images: { provider: 'openai', base_url: `${url}/v1`, timeout_ms: 2000 } } });
+    try {
+      const response = await server.post('/api/chat/image', { prompt: 'x', size: '256x256' });
+      assert.equal(response.status, 502);
+      const body = (await response.json()) as ErrorReply;
+      assert.equal(body.error.code, 'upstream_error');
+      assert.match(body.error.message, /could not be reached/);
+      const quota = (await (await server.fetch('/api/chat/quota/me')).json()) as { remaining: number };
+      assert.equal(quota.remaining, 50);
+    } finally {
+      await server.close();
+    }
   });
 });
