@@ -1,32 +1,12 @@
 #!/usr/bin/env node
 /** The `colloquy` command line: `serve` starts the server; other commands work on the data directory. */
 import { ConfigError, loadConfig } from './config.js';
-import { startServer } from './server.js';
-
-async function serve(): Promise<void> {
-  const config = loadConfig();
-  const server = await startServer(config);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    server.services.logger.info({ signal }, 'shutting down');
-    server.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        server.services.logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
-}
+import { serve } from './cli/serve.js';
 
 const USAGE = `usage: colloquy <command>
 
 commands:
-  serve            start the HTTP server (HOST, PORT, COLLOQUY_DATA_DIR, COLLOQUY_CONFIG)
+  serve            start the HTTP server (HOST, PORT, WORKERS, COLLOQUY_DATA_DIR, COLLOQUY_CONFIG)
 `;
 
 /** Runs one CLI invocation and returns its exit code (undefined while a server keeps running). */

@@ -1,0 +1,140 @@
+/**
+ * `colloquy serve`. With WORKERS > 1 the primary forks that many processes (node:cluster); each
+ * runs a whole server on the same port. uWS listens with SO_REUSEPORT, so the kernel spreads new
+ * connections across the workers without the primary relaying anything. All workers open the
+ * same LMDB environment: quota takes, key revocations and sessions are shared through it.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, type AddressInfo } from 'node:net';
+import type { Config } from '../config.js';
+import { loadConfig } from '../config.js';
+import { createLogger, type Logger } from '../logger.js';
+import { startServer } from '../server.js';
+
+/** Message a worker sends the primary once it listens. */
+interface ListeningMessage {
+  type: 'colloquy:listening';
+  port: number;
+}
+
+function isListening(message: unknown): message is ListeningMessage {
+  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'colloquy:listening';
+}
+
+/** A worker restarted more often than this within RESTART_WINDOW_MS is left down (crash loop). */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
+
+/** Runs one server in this process until SIGTERM/SIGINT; tells the primary its port when clustered. */
+async function serveOne(config: Readonly<Config>): Promise<void> {
+  const base = createLogger(config.logLevel);
+  const logger = cluster.isWorker ? base.child({ worker: cluster.worker?.id }) : base;
+  const server = await startServer(config, { logger });
+  if (cluster.isWorker) process.send?.({ type: 'colloquy:listening', port: server.port } satisfies ListeningMessage);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    server.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * A free port for PORT=0. uSockets only sets SO_REUSEPORT on a non-zero port, so the workers must
+ * all be given the same concrete port rather than each asking for port 0.
+ */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Forks the workers, all on one port. */
+async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<void> {
+  const port = config.port === 0 ? await freePort(config.host) : config.port;
+  let stopping = false;
+  let ready = false;
+  const restarts: number[] = [];
+  const workers = new Set<Worker>();
+
+  const fork = (): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const worker = cluster.fork({ PORT: String(port) });
+      workers.add(worker);
+      const onMessage = (message: unknown) => {
+        if (!isListening(message)) return;
+        worker.off('message', onMessage);
+        resolve(message.port);
+      };
+      worker.on('message', onMessage);
+      worker.once('exit', (code, signal) => {
+        workers.delete(worker);
+        reject(new Error(`a worker exited before listening (code ${code ?? 'none'}, signal ${signal ?? 'none'})`));
+        if (!ready) {
+          // A start-up failure (port taken, storage unreadable) would fail again: stop them all.
+          stopping = true;
+          for (const other of workers) other.process.kill('SIGTERM');
+          return;
+        }
+        if (stopping) {
+          if (workers.size === 0) process.exit(0);
+          return;
+        }
+        const now = Date.now();
+        while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
+        if (restarts.length >= MAX_RESTARTS) {
+          logger.error({ code, signal }, 'worker keeps crashing; not restarting it');
+          if (workers.size === 0) process.exit(1);
+          return;
+        }
+        restarts.push(now);
+        logger.warn({ code, signal }, 'worker exited; restarting it');
+        fork().catch((error: unknown) => logger.error({ err: error }, 'worker restart failed'));
+      });
+    });
+
+  await Promise.all(Array.from({ length: config.workers }, () => fork()));
+  ready = true;
+  logger.info({ host: config.host, port, workers: config.workers, version: config.version }, 'workers listening');
+
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, workers: workers.size }, 'shutting down workers');
+    // Each worker drains its own in-flight requests within shutdown_grace_ms, then exits.
+    for (const worker of workers) worker.process.kill('SIGTERM');
+    if (workers.size === 0) process.exit(0);
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** Starts serving: one process, or a primary and WORKERS workers. */
+export async function serve(): Promise<void> {
+  const config = loadConfig();
+  if (cluster.isPrimary && config.workers > 1) {
+    const logger = createLogger(config.logLevel);
+    try {
+      await servePrimary(config, logger);
+    } catch (error) {
+      logger.error({ err: error }, 'workers failed to start');
+      process.exitCode = 1;
+    }
+    return;
+  }
+  await serveOne(config);
+}

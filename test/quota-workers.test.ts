@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+
+const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const ADMIN = 'workers-admin-token-0123456789';
+const admin = { authorization: `Bearer ${ADMIN}` };
+
+interface LogLine {
+  msg: string;
+  worker?: number;
+  port?: number;
+  route?: string;
+  status?: number;
+}
+
+describe('WORKERS=2: several processes on one data directory', () => {
+  let child: ChildProcess;
+  let dir: string;
+  let base: string;
+  const lines: LogLine[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'colloquy-workers-'));
+    const configPath = join(dir, 'config.json');
+    writeFileSync(configPath, JSON.stringify({ plans: { free: { quota: 100, window_seconds: 86_400 } } }));
+    // A minimal environment: no upstream keys from the developer's shell leak into the server.
+    child = spawn(process.execPath, [CLI, 'serve'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOST: '127.0.0.1',
+        PORT: '0',
+        WORKERS: '2',
+        LOG_LEVEL: 'info',
+        COLLOQUY_DATA_DIR: join(dir, 'data'),
+        COLLOQUY_CONFIG: configPath,
+        COLLOQUY_ADMIN_TOKEN: ADMIN,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let buffered = '';
+    const ready = new Promise<number>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
+      child.stdout!.on('data', (chunk: Buffer) => {
+        buffered += chunk.toString();
+        let newline: number;
+        while ((newline = buffered.indexOf('\n')) !== -1) {
+          const line = JSON.parse(buffered.slice(0, newline)) as LogLine;
+          buffered = buffered.slice(newline + 1);
+          lines.push(line);
+          if (line.msg === 'workers listening') resolve(line.port!);
+        }
+      });
+    });
+    base = `http://127.0.0.1:${await ready}`;
+  });
+
+  after(async () => {
+    if (child.exitCode === null) {
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, 'the primary and its workers stop cleanly on SIGTERM');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function post(path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+    return fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  }
+
+  test('a 160-request burst spread over both workers gets exactly the remaining count through', async () => {
+    assert.equal((await post('/api/admin/users', { user_id: 'shared' }, admin)).status, 201);
+    const { key } = (await (await post('/api/admin/users/shared/keys', {}, admin)).json()) as { key: string };
+    const headers = { authorization: `Bearer ${key}` };
+    for (let index = 0; index < 30; index += 1) assert.equal((await post('/api/chat/', { message: 'warm up' }, headers)).status, 200);
+
+    const responses = await Promise.all(Array.from({ length: 160 }, () => post('/api/chat/', { message: 'burst' }, headers)));
+    const ok = responses.filter((response) => response.status === 200);
+    assert.equal(ok.length, 70);
+    assert.equal(responses.filter((response) => response.status === 429).length, 90);
+    const remaining = await Promise.all(ok.map(async (response) => ((await response.json()) as { remaining: number }).remaining));
+    assert.deepEqual([...remaining].sort((a, b) => a - b), Array.from({ length: 70 }, (_, index) => index));
+
+    const status = (await (await fetch(`${base}/api/chat/quota/me`, { headers })).json()) as { used: number };
+    assert.equal(status.used, 100);
+    const servedBy = new Set(lines.filter((line) => line.msg === 'request' && line.route === '/api/chat').map((line) => line.worker));
+    assert.deepEqual([...servedBy].sort(), [1, 2], 'both workers served chat requests');
+  });
+
+  test('a key revoked through one worker is refused by every worker at once', async () => {
+    assert.equal((await post('/api/admin/users', { user_id: 'revoker' }, admin)).status, 201);
+    const created = (await (await post('/api/admin/users/revoker/keys', {}, admin)).json()) as { key: string; key_id: string };
+    const headers = { authorization: `Bearer ${created.key}` };
+    const before = await Promise.all(Array.from({ length: 20 }, () => fetch(`${base}/api/chat/quota/me`, { headers })));
+    assert.ok(before.every((response) => response.status === 200));
+    const revoked = await fetch(`${base}/api/keys/${created.key_id}`, { method: 'DELETE', headers });
+    assert.equal(revoked.status, 200);
+    const start = lines.length;
+    const afterRevoke = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/api/chat/quota/me`, { headers })));
+    assert.deepEqual([...new Set(afterRevoke.map((response) => response.status))], [401]);
+    // Give the log lines a moment to arrive, then check both processes answered 401.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const refusedBy = new Set(lines.slice(start).filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.worker));
+    assert.deepEqual([...refusedBy].sort(), [1, 2]);
+  });
+});
