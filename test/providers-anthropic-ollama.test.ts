@@ -142,6 +142,21 @@ describe('ollama upstream', () => {
     assert.equal((await response.json() as any).error.message, 'The ollama upstream sent a malformed frame.');
   });
 
+  test('an upstream that accepts but never answers is a 504 upstream_timeout after the first-byte timeout', async () => {
+    scenarios['silent'] = (response) =>
+      new Promise<void>((resolve) => {
+        // Never writes a byte; the connection is closed by the server under test.
+        response.once('close', resolve);
+      });
+    const started = performance.now();
+    const response = await server.post('/api/chat/', { model: 'qwen-test', message: 'silent' });
+    const elapsed = performance.now() - started;
+    assert.equal(response.status, 504);
+    assert.deepEqual(await response.json(), { error: { code: 'upstream_timeout', message: 'The ollama upstream did not start answering in time.' } });
+    assert.ok(elapsed >= 900 && elapsed < 2000, `took ${elapsed} ms`);
+    await upstream.closed(upstream.requests.length - 1);
+  });
+
   test('an unreachable upstream is a 502 naming the provider and nothing else', async () => {
     const closed = await startUpstream(() => undefined);
     const url = closed.url;
