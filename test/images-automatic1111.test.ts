@@ -26,7 +26,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     server = await bootServer({
       config: {
         plans: { free: { quota: 100, window_seconds: 86400 } },
-        images: { provider: 'automatic1111', base_url: upstream.url, api_key_env: 'WEBUI_AUTH', model: 'v1-5-pruned-emaonly', timeout_ms: 1500 },
+        images: { provider: 'automatic1111', base_url: upstream.url, api_key_env: 'WEBUI_AUTH', model: 'v1-5-pruned-emaonly', timeout_ms: 1000 },
       },
       env: { WEBUI_AUTH: 'painter:hunter22' },
     });
@@ -124,7 +124,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
 
   it('streams the web UI progress as NDJSON lines, then the result', async () => {
     progressSequence();
-    upstream.handlers.set(TXT2IMG, () => ({ status: 200, fixture: 'a1111-txt2img-200.json', delayMs: 900 }));
+    upstream.handlers.set(TXT2IMG, () => ({ status: 200, fixture: 'a1111-txt2img-200.json', delayMs: 700 }));
     const response = await server.post('/api/chat/image', { prompt: 'progress please', size: '256x256', n: 1 }, { accept: 'application/x-ndjson' });
     assert.equal(response.status, 200);
     assert.match(response.headers.get('content-type') ?? '', /application\/x-ndjson/);

@@ -57,7 +57,9 @@ async function generate(
  */
 class ProgressLines {
   private latest: ImageProgress | undefined;
-  private writing: Promise<void> | undefined;
+  /** True while a write is queued but has not picked its report yet (so a newer one just replaces it). */
+  private queued = false;
+  private chain: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly stream: ResponseStream,
@@ -66,31 +68,32 @@ class ProgressLines {
 
   offer(progress: ImageProgress): void {
     this.latest = progress;
-    this.writing ??= this.drain();
+    if (this.queued) return;
+    this.queued = true;
+    this.chain = this.chain.then(() => this.writeLatest());
   }
 
   /** Resolves once every offered report was written (or dropped for a newer one). */
-  async flush(): Promise<void> {
-    await this.writing;
+  flush(): Promise<void> {
+    return this.chain;
   }
 
-  private async drain(): Promise<void> {
-    while (this.latest && !this.stream.closed) {
-      const { progress, etaSeconds } = this.latest;
-      this.latest = undefined;
-      const percent = Math.round(progress * 100);
-      await this.stream.write(
-        line({
-          type: 'progress',
-          stage: 'generating',
-          message: `Generating: ${percent}%`,
-          elapsed_ms: elapsed(this.started),
-          progress: Math.round(progress * 1000) / 1000,
-          ...(etaSeconds === undefined ? {} : { eta_s: Math.round(etaSeconds * 10) / 10 }),
-        }),
-      );
-    }
-    this.writing = undefined;
+  private async writeLatest(): Promise<void> {
+    this.queued = false;
+    const report = this.latest;
+    this.latest = undefined;
+    if (!report || this.stream.closed) return;
+    const { progress, etaSeconds } = report;
+    await this.stream.write(
+      line({
+        type: 'progress',
+        stage: 'generating',
+        message: `Generating: ${Math.round(progress * 100)}%`,
+        elapsed_ms: elapsed(this.started),
+        progress: Math.round(progress * 1000) / 1000,
+        ...(etaSeconds === undefined ? {} : { eta_s: Math.round(etaSeconds * 10) / 10 }),
+      }),
+    );
   }
 }
 
