@@ -165,6 +165,11 @@ export function imageRoutes(services: Services): Route[] {
         const request = parseImageRequest(await context.readJson(), services.images);
         // Quota is taken only for a valid request, and before any upstream work starts.
         const reservation = await services.quota.reserve(caller, 'image');
+        if (context.signal.aborted) {
+          // The client left while the quota was being taken: nothing will be produced for it.
+          await reservation.refund();
+          return;
+        }
         if (ndjson) {
           await streamImages(services, context, request, reservation.stamp, () => reservation.refund(), started);
           return;
