@@ -169,14 +169,18 @@ function open(call: UpstreamCall, timeouts: UpstreamTimeouts, signal: AbortSigna
       const status = response.statusCode ?? 0;
       if (status < 200 || status >= 300) {
         const retryAfter = response.headers['retry-after'];
-        // Drain (bounded) so a kept-alive socket can be reused; the body is never shown to clients.
-        response.resume();
-        response.on('error', () => undefined);
+        // The error body is never shown to clients (it may echo the key), so it is not read at all:
+        // the connection is dropped rather than drained, which also bounds what we accept.
         fail(statusFailure(call.provider, status, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter));
+        response.on('error', () => undefined);
+        request.destroy();
         return;
       }
       settled = true;
       signal.removeEventListener('abort', onAbort);
+      // Read errors surface through the body iterator; this keeps a late one (after the consumer
+      // stopped reading) from becoming an uncaught exception.
+      response.on('error', () => undefined);
       resolve({ response, request, arm, disarm, expired: () => expiredKind });
     });
     request.end(payload);
