@@ -25,6 +25,9 @@ describe('health and metrics', () => {
     assert.equal(body.checks.storage.ok, true);
     assert.equal(body.checks.storage.engine, 'lmdb');
     assert.equal(body.checks.providers['builtin-extractive']?.provider, 'builtin');
+    const checks = body.checks as unknown as { images: { provider: string }; search: { provider: string } };
+    assert.equal(checks.images.provider, 'builtin');
+    assert.equal(checks.search.provider, 'local');
   });
 
   it('answers /health 503 when storage cannot be read', async () => {

@@ -20,13 +20,18 @@ export function healthRoutes(services: Services): Route[] {
       handler: async (context) => {
         const storage = await services.storage.check();
         const providers = providerChecks(services);
+        const capabilities = {
+          images: { provider: services.images.name },
+          search: { provider: services.search.name },
+          retrieval: { enabled: services.retriever !== undefined },
+        };
         const providersOk = Object.values(providers).some((check) => check.status === 'ok');
         const status = storage.ok && providersOk ? 'ok' : storage.ok ? 'degraded' : 'unavailable';
         const body = {
           status: status === 'unavailable' ? 'degraded' : status,
           version: services.config.version,
           uptime_s: Math.round((performance.now() - services.startedAt) / 1000),
-          checks: { storage, providers },
+          checks: { storage, providers, ...capabilities },
         };
         context.json(storage.ok ? 200 : 503, body, { 'Cache-Control': 'no-store' });
       },
