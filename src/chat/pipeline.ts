@@ -99,6 +99,11 @@ export class ChatPipeline {
     let settled = false;
     let upstreamStarted = 0;
 
+    if (signal.aborted) {
+      // The client left while its quota was being taken: nothing was sent, so nothing is charged.
+      await prepared.reservation.refund().catch((refundError: unknown) => logger.error({ err: refundError }, 'quota refund failed'));
+      return;
+    }
     yield { type: 'start', model: model.id, sessionId, quota: prepared.reservation.stamp };
     yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
 
@@ -177,6 +182,7 @@ export class ChatPipeline {
           deepThinking: request.deep_thinking ?? false,
           language: request.language,
           sources,
+          looked: ranRetrieval,
         },
         signal,
       );

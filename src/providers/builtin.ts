@@ -65,6 +65,15 @@ function question(request: ProviderRequest): string {
 /** The builtin's reasoning (deep thinking) and answer for a request; pure and deterministic. */
 export function composeAnswer(request: ProviderRequest): { thinking: string; answer: string } {
   const asked = question(request);
+  if (request.sources.length === 0 && request.looked) {
+    return {
+      thinking: 'Retrieval or search ran but found nothing to answer from.',
+      answer:
+        'I found nothing about this in the knowledge base or the search results, so I cannot answer it from sources. ' +
+        `This reply comes from the built-in offline model (${request.model.id}); configure an upstream model ` +
+        '(OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST, or "models" in the config file) for open questions.',
+    };
+  }
   if (request.sources.length === 0) {
     return {
       thinking: 'There are no retrieved passages or search results to answer from, and no upstream model is configured.',

@@ -21,6 +21,8 @@ export interface ProviderRequest {
   language: string | undefined;
   /** Retrieved passages and search results, numbered as they will be cited. */
   sources: Source[];
+  /** True when retrieval or search ran, even if it found nothing (the builtin then says so). */
+  looked?: boolean;
 }
 
 /** Events a provider yields; the pipeline maps them onto ChatEvent. */
