@@ -104,6 +104,42 @@ describe('sessions and partial replies', () => {
     );
   });
 
+  test('a client that leaves the JSON route mid-reply closes the upstream at once and keeps the partial turn', async () => {
+    let written!: () => void;
+    const wrote = new Promise<void>((resolve) => (written = resolve));
+    scenarios['json-leave'] = async (response) => {
+      response.writeHead(200, SSE_HEADERS);
+      response.write(FRAMES.slice(0, 2).join('\n\n') + '\n\n');
+      written();
+      await hold(response, 3000);
+      if (!response.destroyed) response.end();
+    };
+    const controller = new AbortController();
+    const request = fetch(`${server.url}/api/chat/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ message: 'json-leave', session_id: 'json-left' }),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await wrote;
+    // Give the server a moment to read the first frame before the client leaves.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const abortedAt = performance.now();
+    controller.abort();
+    await request;
+    const closedAt = await upstream.closed(upstream.requests.length - 1);
+    assert.ok(closedAt - abortedAt < 1000, `upstream closed after ${closedAt - abortedAt} ms`);
+    let stored: any;
+    for (let tries = 0; tries < 50 && !stored?.messages; tries++) {
+      stored = await session('json-left');
+      if (!stored.messages) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.deepEqual(stored.messages.map((message: any) => [message.role, message.content, message.incomplete ?? false]), [
+      ['user', 'json-leave', false],
+      ['assistant', 'Bonjour', true],
+    ]);
+  });
+
   test('an upstream failure after some output stores the partial answer marked incomplete and keeps the quota', async () => {
     scenarios['break'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);

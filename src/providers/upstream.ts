@@ -210,6 +210,7 @@ export async function* streamUpstream(call: UpstreamCall, timeouts: UpstreamTime
     request.destroy();
   };
   signal.addEventListener('abort', onAbort, { once: true });
+  if (signal.aborted) onAbort();
   try {
     // The first-byte timer armed at connect keeps running until a body byte shows up.
     for await (const chunk of response as AsyncIterable<Buffer>) {
