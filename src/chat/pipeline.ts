@@ -242,7 +242,7 @@ export class ChatPipeline {
       }
       const apiError = toApiError(error);
       if (!(error instanceof ApiError)) logger.error({ err: error, model: model.id }, 'chat pipeline failed');
-      if (error instanceof UpstreamFailure) {
+      if (error instanceof UpstreamFailure && upstreamStarted > 0) {
         // The label is the contract code, as for search and images; the finer reason goes to the log.
         metrics.upstreamErrors.inc({ provider: provider.name, code: error.code });
         metrics.upstreamDuration.observe({ provider: provider.name, outcome: 'error' }, (performance.now() - upstreamStarted) / 1000);
