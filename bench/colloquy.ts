@@ -1,0 +1,106 @@
+/**
+ * Starts the service under test exactly as users do (`node dist/src/cli.js serve`) as a pinned
+ * child with a scratch data directory, a silent logger and a config file whose plan is big enough
+ * that quota never refuses the load (quota is still reserved and persisted on every request).
+ */
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, REPO_ROOT, scratchDir, startChild, waitForHttp, type Child } from './harness.js';
+
+/** The id the benchmark config gives the model served by the mock upstream. */
+export const MOCK_MODEL_ID = 'mock-gpt';
+
+export interface ColloquyOptions {
+  /** Port of a mock OpenAI-compatible upstream to register as model `mock-gpt`. */
+  upstreamPort?: number;
+  /** Extra config-file keys. */
+  config?: Record<string, unknown>;
+  /** Write a V8 CPU profile into this directory on exit (`--cpu-prof`). */
+  profileDir?: string;
+}
+
+export interface ColloquyServer {
+  url: string;
+  port: number;
+  child: Child;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Boots the server and waits until /health answers. */
+export async function startColloquy(options: ColloquyOptions = {}): Promise<ColloquyServer> {
+  const scratch = scratchDir('server');
+  const port = await freePort();
+  const config: Record<string, unknown> = {
+    anonymous_plan: 'bench',
+    default_plan: 'bench',
+    plans: { bench: { quota: 1_000_000_000, window_seconds: 86_400 } },
+    upstream: { retries: 0 },
+    ...(options.upstreamPort
+      ? {
+          models: [
+            {
+              id: MOCK_MODEL_ID,
+              provider: 'openai',
+              base_url: `http://127.0.0.1:${options.upstreamPort}/v1`,
+              api_key_env: 'BENCH_UPSTREAM_KEY',
+              upstream_model: MOCK_MODEL_ID,
+            },
+          ],
+          default_model: MOCK_MODEL_ID,
+        }
+      : {}),
+    ...options.config,
+  };
+  const configPath = join(scratch.path, 'config.json');
+  writeFileSync(configPath, JSON.stringify(config, null, 2));
+  const nodeArgs: string[] = [];
+  if (options.profileDir) {
+    mkdirSync(options.profileDir, { recursive: true });
+    nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.profileDir}`);
+  }
+  const child = startChild('colloquy', 'server', process.execPath, [...nodeArgs, join(REPO_ROOT, 'dist/src/cli.js'), 'serve'], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      COLLOQUY_DATA_DIR: join(scratch.path, 'data'),
+      COLLOQUY_CONFIG: configPath,
+      LOG_LEVEL: 'silent',
+      BENCH_UPSTREAM_KEY: 'sk-bench-loopback',
+      NODE_ENV: 'production',
+    },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/health`, 20_000, child);
+  } catch (error) {
+    await child.stop();
+    scratch.remove();
+    throw error;
+  }
+  return {
+    url,
+    port,
+    child,
+    pid: child.pid,
+    stop: async () => {
+      await child.stop();
+      scratch.remove();
+    },
+  };
+}
+
+/** POSTs one JSON body and returns status and parsed body (used to probe routes before loading them). */
+export async function probe(url: string, body: unknown): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // keep the text
+  }
+  return { status: response.status, body: parsed };
+}

@@ -1,0 +1,200 @@
+/**
+ * `npm run bench [-- SCENARIO… ] [--duration S] [--quick] [--profile]`: runs the scenarios in
+ * order, prints a table per scenario, and writes bench/results/<id>.json plus latest.json and
+ * latest.md for the whole run. Every figure is a ratio or a comparison measured in this run.
+ */
+import { join } from 'node:path';
+import { abortScenario } from './scenario-abort.js';
+import { builtinChatScenario } from './scenario-builtin-chat.js';
+import { gatewayOverheadScenario } from './scenario-gateway-overhead.js';
+import { healthScenario } from './scenario-health.js';
+import { peerGatewayScenario } from './scenario-peer-gateway.js';
+import { slowReadersScenario } from './scenario-slow-readers.js';
+import { streamsScenario } from './scenario-streams.js';
+import {
+  formatTable,
+  killAllChildrenNow,
+  machineInfo,
+  markdownTable,
+  pinSelfToLoadCpu,
+  REPO_ROOT,
+  stopAllChildren,
+  takeUnexpectedExits,
+  writeResult,
+  type GoalCheck,
+  type MachineInfo,
+  type RunOptions,
+  type Scenario,
+  type ScenarioResult,
+} from './harness.js';
+import { writeFileSync } from 'node:fs';
+
+/** Every scenario, in the order of the issue. New scenarios register here. */
+export const SCENARIOS: Scenario[] = [
+  healthScenario,
+  builtinChatScenario,
+  gatewayOverheadScenario,
+  peerGatewayScenario,
+  streamsScenario,
+  slowReadersScenario,
+  abortScenario,
+];
+
+/** Hard stop per scenario: each is designed to finish well inside two minutes. */
+const SCENARIO_TIMEOUT_MS = 170_000;
+
+interface Outcome {
+  id: string;
+  number: number;
+  title: string;
+  status: 'ok' | 'failed' | 'skipped';
+  seconds: number;
+  error?: string;
+  result?: ScenarioResult;
+}
+
+const USAGE = `usage: npm run bench -- [SCENARIO...] [--duration SECONDS] [--quick] [--profile]
+
+scenarios (default: all, in this order):
+${SCENARIOS.map((scenario) => `  ${String(scenario.number).padStart(2)}  ${scenario.id.padEnd(18)} ${scenario.title}`).join('\n')}
+
+  --duration S  seconds per measured load step (default 5)
+  --quick       shorter steps and smaller stream counts (checks the harness, figures are rough)
+  --profile     start the server under test with --cpu-prof (profiles in bench/results/profiles/)
+`;
+
+function parseArgs(argv: string[]): { selected: Scenario[]; options: RunOptions } | undefined {
+  const options: RunOptions = { duration: 5, quick: false, profileDir: undefined };
+  const wanted: string[] = [];
+  for (let index = 0; index < argv.length; index += 1) {
+    const arg = argv[index]!;
+    if (arg === '--help' || arg === '-h') return undefined;
+    if (arg === '--quick') options.quick = true;
+    else if (arg === '--profile') options.profileDir = join(REPO_ROOT, 'bench', 'results', 'profiles');
+    else if (arg === '--duration') {
+      const value = Number(argv[++index]);
+      if (!Number.isFinite(value) || value <= 0 || value > 30) throw new Error('--duration takes seconds between 1 and 30');
+      options.duration = value;
+    } else wanted.push(arg);
+  }
+  if (options.quick && !argv.includes('--duration')) options.duration = 2;
+  const selected =
+    wanted.length === 0
+      ? SCENARIOS
+      : wanted.map((name) => {
+          const found = SCENARIOS.find((scenario) => scenario.id === name || String(scenario.number) === name);
+          if (!found) throw new Error(`unknown scenario "${name}"`);
+          return found;
+        });
+  return { selected, options };
+}
+
+async function runOne(scenario: Scenario, options: RunOptions): Promise<Outcome> {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const result = await Promise.race([
+      scenario.run(options),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${SCENARIO_TIMEOUT_MS / 1000} s`)), SCENARIO_TIMEOUT_MS);
+      }),
+    ]);
+    const skipped = result.rows.length === 0 && result.notes.some((note) => note.startsWith('skipped'));
+    const deaths = takeUnexpectedExits();
+    if (deaths.length > 0) result.notes.push(...deaths.map((death) => `server died during the scenario: ${death}`));
+    return { id: scenario.id, number: scenario.number, title: scenario.title, status: skipped ? 'skipped' : 'ok', seconds: (performance.now() - started) / 1000, result };
+  } catch (error) {
+    const deaths = takeUnexpectedExits();
+    const message = [...deaths, (error as Error).stack ?? String(error)].join('\n');
+    return { id: scenario.id, number: scenario.number, title: scenario.title, status: 'failed', seconds: (performance.now() - started) / 1000, error: message };
+  } finally {
+    clearTimeout(timer);
+    // A scenario that failed half-way may leave children behind: stop them by pid.
+    await stopAllChildren();
+  }
+}
+
+function goalLine(goal: GoalCheck): string {
+  const verdict = goal.met === null ? 'n/a' : goal.met ? 'met' : 'MISSED';
+  return `${goal.goal}: ${goal.measured} (${verdict})${goal.note ? ` ${goal.note}` : ''}`;
+}
+
+/** Renders the whole run as Markdown (the source of the table in docs/benchmarks.md). */
+function renderMarkdown(machine: MachineInfo, outcomes: Outcome[]): string {
+  const parts: string[] = [];
+  parts.push(`Run ${machine.date} · commit ${machine.commit ?? 'n/a'}${machine.dirty ? ' (uncommitted changes)' : ''}`);
+  parts.push('');
+  parts.push(`Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, Node ${machine.node}. ${machine.placement}. Load: ${machine.load_generators.join(', ')}.`);
+  parts.push('');
+  parts.push('| goal | measured | verdict |');
+  parts.push('| --- | --- | --- |');
+  for (const outcome of outcomes) {
+    for (const goal of outcome.result?.goals ?? []) {
+      parts.push(`| ${goal.goal} | ${goal.measured}${goal.note ? ` (${goal.note})` : ''} | ${goal.met === null ? 'n/a' : goal.met ? 'met' : '**missed**'} |`);
+    }
+  }
+  for (const outcome of outcomes) {
+    parts.push('');
+    parts.push(`### ${outcome.number}. ${outcome.title} (${outcome.status}, ${outcome.seconds.toFixed(0)} s)`);
+    parts.push('');
+    if (outcome.error) parts.push('```\n' + outcome.error.split('\n').slice(0, 6).join('\n') + '\n```');
+    if (outcome.result) {
+      const table = markdownTable(outcome.result.rows);
+      if (table) parts.push(table);
+      if (outcome.result.notes.length > 0) {
+        parts.push('');
+        for (const note of outcome.result.notes) parts.push(`- ${note}`);
+      }
+    }
+  }
+  return parts.join('\n') + '\n';
+}
+
+async function main(): Promise<number> {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`bench: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (!parsed) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const { selected, options } = parsed;
+  pinSelfToLoadCpu();
+  const machine = machineInfo();
+  process.stdout.write(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}\n`);
+  process.stdout.write(`placement: ${machine.placement}\nload: ${machine.load_generators.join(', ')}\ncommit: ${machine.commit ?? 'n/a'}${machine.dirty ? ' (dirty)' : ''}\n\n`);
+
+  const outcomes: Outcome[] = [];
+  for (const scenario of selected) {
+    process.stdout.write(`== ${scenario.number}. ${scenario.title} ==\n`);
+    const outcome = await runOne(scenario, options);
+    outcomes.push(outcome);
+    if (outcome.result) {
+      process.stdout.write(`${formatTable(outcome.result.rows)}\n`);
+      for (const goal of outcome.result.goals) process.stdout.write(`goal  ${goalLine(goal)}\n`);
+      for (const note of outcome.result.notes) process.stdout.write(`note  ${note}\n`);
+    }
+    if (outcome.error) process.stdout.write(`FAILED: ${outcome.error}\n`);
+    process.stdout.write(`(${outcome.status}, ${outcome.seconds.toFixed(1)} s)\n\n`);
+    writeResult(scenario.id, { machine, options, ...outcome });
+  }
+  const summary = { machine, options, outcomes };
+  writeResult('latest', summary);
+  writeResult(`run-${machine.date.replace(/[:.]/g, '-')}`, summary);
+  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'latest.md'), renderMarkdown(machine, outcomes));
+  process.stdout.write('results: bench/results/latest.json, bench/results/latest.md\n');
+  return outcomes.some((outcome) => outcome.status === 'failed') ? 1 : 0;
+}
+
+process.once('SIGINT', () => {
+  killAllChildrenNow();
+  process.exit(130);
+});
+process.once('exit', () => killAllChildrenNow());
+process.exitCode = await main();
+// Load-generator sockets and timers may linger; the run is over.
+process.exit(process.exitCode);

@@ -1,0 +1,109 @@
+/**
+ * Scenario 3: chat through the `openai` provider to a loopback mock upstream against calling the
+ * same mock directly, at fixed rates (1k, 5k req/s) and at saturation. The direct baseline asks
+ * the mock for the same kind of reply (SSE or JSON) that the gateway asks for, so the difference
+ * is the gateway alone.
+ */
+import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
+import { round, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { compareSaturation, runAutocannon, type LoadRequest, type LoadResult } from './load.js';
+import type { MockStats } from './mock-upstream.js';
+import { skippedUnlessReady } from './scenario-builtin-chat.js';
+import { loadRow } from './scenario-health.js';
+
+export const RATES = [1000, 5000];
+const MESSAGE = 'Say hello to the benchmark.';
+
+/** Reads the mock's counters. */
+export async function mockStats(port: number): Promise<MockStats> {
+  const response = await fetch(`http://127.0.0.1:${port}/_stats`);
+  return (await response.json()) as MockStats;
+}
+
+/** The gateway and direct requests for one mock; which upstream mode the gateway uses is probed. */
+export async function gatewayTargets(serverUrl: string, mockPort: number): Promise<{ gateway: Omit<LoadRequest, 'connections' | 'durationSeconds'>; direct: Omit<LoadRequest, 'connections' | 'durationSeconds'>; upstreamStreams: boolean; probeStatus: number; probeBody: unknown }> {
+  const before = await mockStats(mockPort);
+  const check = await probe(`${serverUrl}/api/chat/`, { message: MESSAGE, model: MOCK_MODEL_ID });
+  const after = await mockStats(mockPort);
+  const upstreamStreams = after.stream_requests > before.stream_requests;
+  const json = { 'Content-Type': 'application/json' };
+  return {
+    gateway: { url: `${serverUrl}/api/chat/`, method: 'POST', headers: json, bodies: [JSON.stringify({ message: MESSAGE, model: MOCK_MODEL_ID })] },
+    direct: {
+      url: `http://127.0.0.1:${mockPort}/v1/chat/completions`,
+      method: 'POST',
+      headers: { ...json, Authorization: 'Bearer sk-bench-loopback' },
+      bodies: [JSON.stringify({ model: MOCK_MODEL_ID, messages: [{ role: 'user', content: MESSAGE }], stream: upstreamStreams })],
+    },
+    upstreamStreams,
+    probeStatus: check.status,
+    probeBody: check.body,
+  };
+}
+
+function added(gateway: LoadResult, direct: LoadResult): Row {
+  return { '+p50 ms': round(gateway.p50_ms - direct.p50_ms, 3), '+p99 ms': round(gateway.p99_ms - direct.p99_ms, 3) };
+}
+
+export const gatewayOverheadScenario: Scenario = {
+  id: 'gateway-overhead',
+  number: 3,
+  title: 'gateway overhead: openai provider to a loopback mock vs the mock directly',
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '8', '--size', '6', '--interval-ms', '0']);
+    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
+    try {
+      const targets = await gatewayTargets(server.url, mock.port);
+      const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', targets.probeStatus, targets.probeBody);
+      if (skipped) return skipped;
+      const rows: Row[] = [];
+      const goals = [];
+      const connections = 32;
+      const seconds = options.duration;
+      // Warm both paths (JIT, keep-alive pools) before measuring.
+      await runAutocannon({ ...targets.direct, connections, durationSeconds: 1, rate: 1000 });
+      await runAutocannon({ ...targets.gateway, connections, durationSeconds: options.quick ? 1 : 2, rate: 2000 });
+      for (const rate of RATES) {
+        const direct = await runAutocannon({ ...targets.direct, connections, durationSeconds: seconds, rate });
+        const gateway = await runAutocannon({ ...targets.gateway, connections, durationSeconds: seconds, rate });
+        rows.push(loadRow('mock directly', direct, { load: `${rate} req/s` }));
+        rows.push(loadRow('through colloquy', gateway, { load: `${rate} req/s`, ...added(gateway, direct) }));
+        if (rate === 5000) {
+          const extra = round(gateway.p99_ms - direct.p99_ms, 3);
+          const kept = gateway.rps >= rate * 0.95;
+          goals.push({
+            goal: 'added latency p99 ≤ 1 ms at 5k req/s',
+            measured: `+${extra} ms p99 (+${round(gateway.p50_ms - direct.p50_ms, 3)} ms p50)${kept ? '' : `; only ${gateway.rps} req/s sustained`}`,
+            met: extra <= 1 && kept && gateway.non2xx === 0,
+          });
+        }
+      }
+      const best = await compareSaturation(
+        [
+          { name: 'mock directly', request: { ...targets.direct, connections: 50, durationSeconds: seconds } },
+          { name: 'through colloquy', request: { ...targets.gateway, connections: 50, durationSeconds: seconds } },
+        ],
+        1,
+        1,
+      );
+      const direct = best.get('mock directly')!;
+      const gateway = best.get('through colloquy')!;
+      const ratio = round(gateway.rps / direct.rps, 3);
+      rows.push(loadRow('mock directly', direct, { load: 'saturation', ratio: 1 }));
+      rows.push(loadRow('through colloquy', gateway, { load: 'saturation', ...added(gateway, direct), ratio }));
+      const stats = await mockStats(mock.port);
+      return {
+        rows,
+        goals,
+        notes: [
+          `gateway asks the upstream for ${targets.upstreamStreams ? 'SSE (stream: true)' : 'one JSON body'}; the direct baseline asks for the same`,
+          `fixed rates: autocannon, ${connections} connections; saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
+          `mock upstream saw ${stats.requests} requests, ${stats.streams_closed_early} closed early`,
+        ],
+      };
+    } finally {
+      await server.stop();
+      await mock.child.stop();
+    }
+  },
+};

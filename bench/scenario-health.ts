@@ -1,0 +1,50 @@
+/** Scenario 1: GET /health against a bare uWS hello server, same binding, same core, same run. */
+import { startColloquy } from './colloquy.js';
+import { round, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { compareSaturation, type LoadResult } from './load.js';
+
+/** One table row for a load step. */
+export function loadRow(name: string, result: LoadResult, extra: Row = {}): Row {
+  return {
+    target: name,
+    tool: result.tool,
+    'req/s': result.rps,
+    'p50 ms': result.p50_ms,
+    'p99 ms': result.p99_ms,
+    errors: result.errors,
+    non2xx: result.non2xx,
+    ...extra,
+  };
+}
+
+export const healthScenario: Scenario = {
+  id: 'health',
+  number: 1,
+  title: '/health vs bare uWS hello',
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const hello = await startNodeHelper('hello-uws', 'server', 'hello-uws.js', ['0']);
+    const server = await startColloquy();
+    try {
+      const connections = 50;
+      const best = await compareSaturation(
+        [
+          { name: 'bare uWS hello', request: { url: `http://127.0.0.1:${hello.port}/`, connections, durationSeconds: options.duration } },
+          { name: 'GET /health', request: { url: `${server.url}/health`, connections, durationSeconds: options.duration } },
+        ],
+        options.quick ? 1 : 2,
+        options.quick ? 1 : 2,
+      );
+      const bare = best.get('bare uWS hello')!;
+      const health = best.get('GET /health')!;
+      const ratio = round(health.rps / bare.rps, 3);
+      return {
+        rows: [loadRow('bare uWS hello', bare, { ratio: 1 }), loadRow('GET /health', health, { ratio })],
+        goals: [{ goal: '/health ≥ 0.7× bare uWS', measured: `${ratio}×`, met: ratio >= 0.7 && health.non2xx === 0 }],
+        notes: [`${connections} connections, keep-alive, no pipelining; best of alternating steps of ${options.duration} s`],
+      };
+    } finally {
+      await server.stop();
+      await hello.child.stop();
+    }
+  },
+};

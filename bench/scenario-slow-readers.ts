@@ -1,0 +1,137 @@
+/**
+ * Scenario 6: slow readers. Clients read their first delta and then stop reading while the
+ * upstream keeps sending as fast as it can. Measured: server memory per stalled stream, and the
+ * fast clients' timing with and without the stalled ones beside them.
+ */
+import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
+import { percentile, round, rssBytes, sleep, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { mockStats } from './scenario-gateway-overhead.js';
+import { openStreams, type SseStream } from './sse-client.js';
+import { skippedUnlessReady } from './scenario-builtin-chat.js';
+import { errorSummary } from './scenario-streams.js';
+
+const KIB = 1024;
+
+interface FastFigures {
+  completed: number;
+  errors: string;
+  ttfdP50: number;
+  gapP99: number;
+  /** Median wall time of a whole fast stream. */
+  durationP50: number;
+}
+
+function fastFigures(streams: SseStream[]): FastFigures {
+  const ttfd = streams.filter((stream) => stream.firstDeltaAt > 0).map((stream) => stream.firstDeltaAt - stream.startedAt);
+  const gaps = streams.flatMap((stream) => stream.gaps);
+  const durations = streams.filter((stream) => stream.completed).map((stream) => stream.lastDeltaAt - stream.startedAt);
+  return {
+    completed: streams.filter((stream) => stream.completed && !stream.error).length,
+    errors: errorSummary(streams),
+    ttfdP50: percentile(ttfd, 0.5),
+    gapP99: percentile(gaps, 0.99),
+    durationP50: percentile(durations, 0.5),
+  };
+}
+
+function openFast(port: number, count: number, message: string): Promise<SseStream[]> {
+  return openStreams(count, 1000, () => ({ port, path: '/api/chat/stream', body: { message, model: MOCK_MODEL_ID }, dialect: 'colloquy' }));
+}
+
+async function settle(streams: SseStream[], ms: number): Promise<void> {
+  const all = Promise.all(streams.map((stream) => stream.finished));
+  const timedOut = await Promise.race([all.then(() => false), sleep(ms).then(() => true)]);
+  if (timedOut) for (const stream of streams) stream.destroy();
+  await all;
+}
+
+export const slowReadersScenario: Scenario = {
+  id: 'slow-readers',
+  number: 6,
+  title: 'slow readers: stalled clients while the upstream keeps sending',
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '4', '--size', '8', '--interval-ms', '0']);
+    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
+    try {
+      const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
+      const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', check.status, check.body);
+      if (skipped) return skipped;
+      const stalledCount = options.quick ? 50 : 200;
+      const fastCount = 50;
+      const phaseMs = options.quick ? 3000 : 6000;
+      // Fast clients: a paced reply (20 ms per delta) that lasts the phase.
+      const fastChunks = Math.floor(phaseMs / 20);
+      const fastMessage = `Fast reader. [mock chunks=${fastChunks} interval_ms=20 size=16]`;
+      // Stalled clients: the upstream offers 4 KiB every 5 ms (800 KiB/s) for far longer than the phase.
+      const floodMessage = `Flood me. [mock chunks=100000 interval_ms=5 size=4096]`;
+
+      // Phase A: fast clients alone (baseline).
+      await settle(await openFast(server.port, fastCount, fastMessage), phaseMs + 10_000);
+      await sleep(500);
+      const baselineStreams = await openFast(server.port, fastCount, fastMessage);
+      await settle(baselineStreams, phaseMs + 10_000);
+      const baseline = fastFigures(baselineStreams);
+      await sleep(500);
+      const idleRss = rssBytes(server.pid) ?? 0;
+
+      // Phase B: stalled readers first, then the same fast clients beside them.
+      const stalled = await openStreams(stalledCount, 1000, () => ({
+        port: server.port,
+        path: '/api/chat/stream',
+        body: { message: floodMessage, model: MOCK_MODEL_ID },
+        dialect: 'colloquy',
+        stallAfterFirstDelta: true,
+      }));
+      await sleep(1500);
+      const contendedStreams = await openFast(server.port, fastCount, fastMessage);
+      let peakRss = idleRss;
+      const sampler = setInterval(() => {
+        peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
+      }, 200);
+      await settle(contendedStreams, phaseMs + 10_000);
+      clearInterval(sampler);
+      peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
+      const contended = fastFigures(contendedStreams);
+      const upstream = await mockStats(mock.port);
+      const stalledOk = stalled.filter((stream) => stream.isStalled).length;
+      for (const stream of stalled) stream.destroy();
+      await Promise.all(stalled.map((stream) => stream.finished));
+      await sleep(1000);
+      const afterRss = rssBytes(server.pid) ?? 0;
+      const after = await mockStats(mock.port);
+
+      const perStalled = (peakRss - idleRss) / stalledCount;
+      const slowdown = contended.durationP50 / baseline.durationP50;
+      const rows: Row[] = [
+        { phase: 'fast clients alone', fast: fastCount, stalled: 0, completed: baseline.completed, 'TTFD p50 ms': round(baseline.ttfdP50, 2), 'gap p99 ms': round(baseline.gapP99, 2), 'stream p50 ms': round(baseline.durationP50, 0), 'server RSS MiB': round(idleRss / KIB / KIB, 1) },
+        {
+          phase: 'fast beside stalled',
+          fast: fastCount,
+          stalled: stalledOk,
+          completed: contended.completed,
+          'TTFD p50 ms': round(contended.ttfdP50, 2),
+          'gap p99 ms': round(contended.gapP99, 2),
+          'stream p50 ms': round(contended.durationP50, 0),
+          'server RSS MiB': round(peakRss / KIB / KIB, 1),
+          'KiB/stalled': round(perStalled / KIB, 1),
+        },
+      ];
+      const fastOk = contended.completed === fastCount && baseline.completed === fastCount && slowdown <= 1.1;
+      return {
+        rows,
+        goals: [
+          { goal: 'a stalled reader holds ≤ 64 KiB', measured: `${round(perStalled / KIB, 1)} KiB per stalled stream (server RSS)`, met: perStalled <= 64 * KIB && stalledOk === stalledCount },
+          { goal: 'fast clients unaffected by stalled ones', measured: `fast stream time ×${round(slowdown, 3)}, ${contended.completed}/${fastCount} completed`, met: fastOk, note: contended.errors || undefined },
+        ],
+        notes: [
+          `stalled clients read one delta then stop reading; the mock offers each of them 4 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
+          `upstream bytes the mock could not hand over while stalled (summed): ${round(upstream.bytes_pending / KIB / KIB, 1)} MiB, i.e. the server stopped pulling from the upstream`,
+          `after the stalled clients disconnected: server RSS ${round(afterRss / KIB / KIB, 1)} MiB, upstream streams closed early ${after.streams_closed_early}, still open ${after.streams_open}`,
+        ],
+      };
+    } finally {
+      await server.stop();
+      await mock.child.stop();
+    }
+  },
+};

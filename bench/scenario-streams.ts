@@ -1,0 +1,123 @@
+/**
+ * Scenario 5: N concurrent SSE streams (1k, 10k) held open through a paced upstream: server RSS
+ * per open stream, time to first delta, inter-chunk jitter against the upstream's pace, errors.
+ */
+import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
+import { openFileLimit, percentile, round, rssBytes, sleep, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { openStreams, type SseStream } from './sse-client.js';
+import { skippedUnlessReady } from './scenario-builtin-chat.js';
+import { probe } from './colloquy.js';
+
+const MIB = 1024 * 1024;
+
+/** Counts errors by message. */
+export function errorSummary(streams: SseStream[]): string {
+  const counts = new Map<string, number>();
+  for (const stream of streams) if (stream.error) counts.set(stream.error, (counts.get(stream.error) ?? 0) + 1);
+  return [...counts].map(([message, count]) => `${count}× ${message}`).join('; ');
+}
+
+interface Step {
+  target: number;
+  intervalMs: number;
+  holdMs: number;
+  rampPerSecond: number;
+}
+
+/** Runs one step and returns its row plus the figures the goal needs. */
+async function runStep(serverPort: number, serverPid: number, step: Step, count: number): Promise<{ row: Row; peakRss: number; idleRss: number }> {
+  const rampMs = (count / step.rampPerSecond) * 1000;
+  const chunks = Math.ceil((rampMs + step.holdMs) / step.intervalMs) + 1;
+  const idleRss = rssBytes(serverPid) ?? 0;
+  const message = `Stream to me slowly. [mock chunks=${chunks} interval_ms=${step.intervalMs} size=8]`;
+  const streams = await openStreams(count, step.rampPerSecond, () => ({
+    port: serverPort,
+    path: '/api/chat/stream',
+    body: { message, model: MOCK_MODEL_ID },
+    dialect: 'colloquy',
+  }));
+  // Every stream is open from the end of the ramp until the first one finishes: sample RSS then.
+  let peakRss = idleRss;
+  const openDuring: number[] = [];
+  const holdEnd = performance.now() + step.holdMs - 500;
+  while (performance.now() < holdEnd) {
+    await sleep(250);
+    peakRss = Math.max(peakRss, rssBytes(serverPid) ?? 0);
+    openDuring.push(streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length);
+  }
+  const deadline = sleep(chunks * step.intervalMs + 15_000).then(() => 'timeout' as const);
+  const all = Promise.all(streams.map((stream) => stream.finished));
+  if ((await Promise.race([all, deadline])) === 'timeout') for (const stream of streams) if (!stream.completed) stream.destroy();
+  await all;
+
+  const ttfd = streams.filter((stream) => stream.firstDeltaAt > 0).map((stream) => stream.firstDeltaAt - stream.startedAt);
+  const jitter: number[] = [];
+  for (const stream of streams) for (const gap of stream.gaps) jitter.push(Math.abs(gap - step.intervalMs));
+  const completed = streams.filter((stream) => stream.completed && !stream.error).length;
+  const errors = streams.length - completed;
+  const perStream = (peakRss - idleRss) / count;
+  const row: Row = {
+    streams: count,
+    'pace ms': step.intervalMs,
+    'max open': Math.max(0, ...openDuring),
+    'RSS idle MiB': round(idleRss / MIB, 1),
+    'RSS peak MiB': round(peakRss / MIB, 1),
+    'KiB/stream': round(perStream / 1024, 1),
+    'TTFD p50 ms': round(percentile(ttfd, 0.5), 2),
+    'TTFD p99 ms': round(percentile(ttfd, 0.99), 2),
+    'jitter p50 ms': round(percentile(jitter, 0.5), 2),
+    'jitter p99 ms': round(percentile(jitter, 0.99), 2),
+    completed,
+    errors,
+  };
+  if (errors > 0) row.error = errorSummary(streams).slice(0, 200);
+  return { row, peakRss, idleRss };
+}
+
+export const streamsScenario: Scenario = {
+  id: 'streams',
+  number: 5,
+  title: 'concurrent SSE streams through a paced upstream',
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '4', '--size', '8', '--interval-ms', '0']);
+    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
+    try {
+      const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
+      const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', check.status, check.body);
+      if (skipped) return skipped;
+      // Each proxied stream holds two sockets in the server (client and upstream).
+      const fdLimit = openFileLimit(server.pid) ?? 65_536;
+      const ceiling = Math.floor((fdLimit - 256) / 2);
+      const steps: Step[] = options.quick
+        ? [
+            { target: 100, intervalMs: 500, holdMs: 2000, rampPerSecond: 1000 },
+            { target: 1000, intervalMs: 1000, holdMs: 3000, rampPerSecond: 2000 },
+          ]
+        : [
+            { target: 1000, intervalMs: 1000, holdMs: 5000, rampPerSecond: 2000 },
+            { target: 10_000, intervalMs: 1000, holdMs: 6000, rampPerSecond: 2000 },
+          ];
+      const rows: Row[] = [];
+      const goals: GoalCheck[] = [];
+      const notes: string[] = [];
+      for (const step of steps) {
+        const count = Math.min(step.target, ceiling);
+        if (count < step.target) notes.push(`${step.target} streams requested; the server's open-file limit (${fdLimit}) caps it at ${count} (two sockets per proxied stream)`);
+        const { row, peakRss, idleRss } = await runStep(server.port, server.pid, step, count);
+        rows.push(row);
+        if (step.target === 10_000) {
+          const projected = idleRss + ((peakRss - idleRss) / count) * 10_000;
+          const measured = count === 10_000 ? `${round(peakRss / MIB, 0)} MiB RSS` : `${round(peakRss / MIB, 0)} MiB at ${count} streams, ${round(projected / MIB, 0)} MiB projected for 10k`;
+          goals.push({ goal: '10k open streams ≤ 1 GiB RSS', measured, met: projected <= 1024 * MIB && (row.errors as number) === 0 });
+        }
+        await sleep(1000);
+      }
+      notes.push('TTFD: request written → first `delta` event at the client (the mock sends its first token at once); jitter: |gap between deltas − upstream pace|');
+      notes.push('clients open streams at 2000/s; RSS is the server process (VmRSS), idle = before the step');
+      return { rows, goals, notes };
+    } finally {
+      await server.stop();
+      await mock.child.stop();
+    }
+  },
+};
