@@ -55,6 +55,11 @@ async function json(response: Response | Promise<Response>): Promise<any> {
   return (await response).json();
 }
 
+async function backpressureWaits(): Promise<number> {
+  const text = await (await server.fetch('/metrics')).text();
+  return Number(/^colloquy_backpressure_waits_total (\d+)/m.exec(text)?.[1] ?? '0');
+}
+
 /** Waits `ms`, or less if the client side of `response` closed first. */
 function hold(response: import('node:http').ServerResponse, ms: number): Promise<void> {
   return new Promise((resolve) => {
@@ -272,6 +277,40 @@ describe('openai-compatible upstream', () => {
       seen += decoder.decode(value, { stream: true });
     }
     assert.match(seen, /event: done/);
+  });
+
+  test('a client that stops reading pauses the upstream read without tripping the idle timeout', async () => {
+    const piece = 'x'.repeat(400);
+    const deltas = 20_000;
+    scenarios['flood'] = async (response) => {
+      response.writeHead(200, SSE_HEADERS);
+      const frame = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`;
+      for (let sent = 0; sent < deltas; sent++) {
+        if (!response.write(frame)) await new Promise((resolve) => response.once('drain', resolve));
+      }
+      response.end(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);
+    };
+    const waitsBefore = await backpressureWaits();
+    const { request } = await import('node:http');
+    const text = await new Promise<string>((resolve, reject) => {
+      const outgoing = request(`${server.url}/api/chat/stream`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (incoming) => {
+        // Not reading for three idle timeouts: the server must wait for us, not give up on the upstream.
+        incoming.pause();
+        const chunks: Buffer[] = [];
+        setTimeout(() => {
+          incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+          incoming.resume();
+        }, 900);
+        incoming.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        incoming.on('error', reject);
+      });
+      outgoing.end(JSON.stringify({ model: 'gpt-test', message: 'flood' }));
+    });
+    const events = parseSse(text);
+    assert.equal(events.at(-1)!.event, 'done');
+    const answer = events.filter((event) => event.event === 'delta').map((event) => event.data.text).join('');
+    assert.equal(answer.length, piece.length * deltas);
+    assert.ok((await backpressureWaits()) > waitsBefore, 'the stream waited for the slow client');
   });
 
   test('a client that disconnects closes the upstream connection within a second', async () => {
