@@ -79,8 +79,13 @@ describe('identity: callers, keys and the admin API', () => {
     assert.equal(second.name, 'laptop');
     assert.equal((await server.fetch('/api/chat/quota/me', { headers: bearer(second.key) })).status, 200);
 
-    const listed = await server.fetch('/api/keys', { headers: bearer(second.key) });
-    const text = await listed.text();
+    // last_used is written after the request that used the key, without delaying it: poll briefly.
+    let text = '';
+    for (let attempt = 0; attempt < 20; attempt += 1) {
+      text = await (await server.fetch('/api/keys', { headers: bearer(second.key) })).text();
+      if (text.includes('"last_used":"')) break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
     assert.ok(!text.includes(first.key) && !text.includes(second.key), 'a listing never contains a key');
     const keys = (JSON.parse(text) as { keys: Array<{ key_id: string; prefix: string; last_used: string | null; revoked: boolean }> }).keys;
     assert.deepEqual(keys.map((item) => item.key_id).sort(), [first.key_id, second.key_id].sort());
