@@ -13,6 +13,7 @@ const admin = { authorization: `Bearer ${ADMIN}` };
 interface LogLine {
   msg: string;
   worker?: number;
+  pid?: number;
   port?: number;
   route?: string;
   status?: number;
@@ -106,5 +107,22 @@ describe('WORKERS=2: several processes on one data directory', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const refusedBy = new Set(lines.slice(start).filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.worker));
     assert.deepEqual([...refusedBy].sort(), [1, 2]);
+  });
+
+  test('a worker that dies is replaced and the service keeps answering on the same port', async () => {
+    const victim = lines.find((line) => line.msg === 'listening' && line.worker === 1)!;
+    assert.ok(victim.pid);
+    const start = lines.length;
+    process.kill(victim.pid, 'SIGKILL');
+    const deadline = Date.now() + 5000;
+    while (!lines.slice(start).some((line) => line.msg === 'listening') && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const replacement = lines.slice(start).find((line) => line.msg === 'listening');
+    assert.ok(replacement, 'a new worker started listening');
+    assert.notEqual(replacement.pid, victim.pid);
+    assert.ok(lines.slice(start).some((line) => line.msg === 'worker exited; restarting it'));
+    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${base}/api/chat/quota/me`)));
+    assert.ok(answers.every((response) => response.status === 200));
   });
 });

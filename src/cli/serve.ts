@@ -28,7 +28,7 @@ const RESTART_WINDOW_MS = 60_000;
 /** Runs one server in this process until SIGTERM/SIGINT; tells the primary its port when clustered. */
 async function serveOne(config: Readonly<Config>): Promise<void> {
   const base = createLogger(config.logLevel);
-  const logger = cluster.isWorker ? base.child({ worker: cluster.worker?.id }) : base;
+  const logger = cluster.isWorker ? base.child({ worker: cluster.worker?.id, pid: process.pid }) : base;
   const server = await startServer(config, { logger });
   if (cluster.isWorker) process.send?.({ type: 'colloquy:listening', port: server.port } satisfies ListeningMessage);
   let stopping = false;
