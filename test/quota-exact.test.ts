@@ -83,7 +83,7 @@ describe('quota: exact under concurrency, fixed windows, costs', () => {
     assert.match(metrics, /colloquy_quota_refusals_total\{plan="free"\} 80\b/);
   });
 
-  test('a refused request never reaches the upstream and the window resets at its fixed end (injected clock)', async () => {
+  test('the window resets at its fixed end, and a refusal says when (injected clock)', async () => {
     const headers = await userWithKey(server, 'windowed', 'tiny');
     for (let index = 0; index < 3; index += 1) assert.equal((await chat(server, headers)).status, 200);
     const refused = await chat(server, headers);
@@ -218,5 +218,19 @@ describe('quota: failed upstream calls', () => {
     assert.match(text, /event: delta/);
     assert.match(text, /event: error/);
     assert.equal((await quotaOf(server, 'charged')).used, 1);
+  });
+
+  test('a request refused for quota never reaches the upstream', async () => {
+    const headers = await userWithKey(server, 'spent', 'free');
+    const caller: Caller = { kind: 'user', id: 'spent', plan: 'free', keyId: 'x' };
+    for (let index = 0; index < 10; index += 1) await server.services.quota.reserve(caller, 'chat');
+    const callsBefore = upstreamCalls;
+    const refused = await chat(server, headers, { model: 'fail' });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('ratelimit-remaining'), '0');
+    const streamed = await server.post('/api/chat/stream', { message: 'hello', model: 'partial' }, headers);
+    assert.equal(streamed.status, 429, 'a stream is refused with a JSON 429 before any byte of SSE');
+    assert.match(streamed.headers.get('content-type') ?? '', /application\/json/);
+    assert.equal(upstreamCalls, callsBefore);
   });
 });
