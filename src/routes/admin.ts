@@ -17,6 +17,7 @@ function userView(user: UserRecord): { user_id: string; plan: string; created: s
   return { user_id: user.user_id, plan: user.plan, created: user.created };
 }
 
+/** The admin route group: users, plans and keys, behind COLLOQUY_ADMIN_TOKEN. */
 export function adminRoutes(services: Services): Route[] {
   const planNames = Object.keys(services.config.plans);
   const PlanSchema = v.picklist(planNames, `must be one of the configured plans: ${planNames.join(', ')}`);

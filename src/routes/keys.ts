@@ -24,6 +24,7 @@ async function keyOwner(services: Services, context: HttpContext): Promise<Extra
   throw new ApiError('forbidden', 'The admin token has no keys of its own; use /api/admin/users/{user_id}/keys.');
 }
 
+/** The caller key routes: create, list and revoke one's own keys. */
 export function keyRoutes(services: Services): Route[] {
   return [
     {

@@ -5,6 +5,7 @@ import type { Route } from '../http/types.js';
 import type { QuotaSubject } from '../quota/types.js';
 import type { Services } from '../services.js';
 
+/** The quota lookup route. */
 export function quotaRoutes(services: Services): Route[] {
   /** Whose record the caller asked for, or a refusal: `me` and one's own id for everyone, any id for the admin. */
   const subjectFor = (caller: Caller, requested: string): QuotaSubject => {

@@ -20,6 +20,7 @@ function sessionId(value: string | undefined): string {
 
 const notFound = () => new ApiError('not_found', 'No session with this id.');
 
+/** The session routes: read, delete and list the caller's own sessions. */
 export function sessionRoutes(services: Services): Route[] {
   const maxTurns = services.config.sessionMaxTurns;
   return [
