@@ -5,6 +5,7 @@
  */
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { InspectorSession, inspectorUrlFrom, type ProcessMemory } from './inspector.js';
 import { freePort, REPO_ROOT, scratchDir, startChild, waitForHttp, type Child } from './harness.js';
 
 /** The id the benchmark config gives the model served by the mock upstream. */
@@ -17,6 +18,8 @@ export interface ColloquyOptions {
   config?: Record<string, unknown>;
   /** Write a V8 CPU profile into this directory on exit (`--cpu-prof`). */
   profileDir?: string;
+  /** Open the inspector on a loopback port so the bench can force a GC and read memory. */
+  inspect?: boolean;
 }
 
 export interface ColloquyServer {
@@ -24,6 +27,8 @@ export interface ColloquyServer {
   port: number;
   child: Child;
   pid: number;
+  /** Memory after a full GC (only with `inspect`). */
+  memoryAfterGc(): Promise<ProcessMemory | undefined>;
   stop(): Promise<void>;
 }
 
@@ -59,6 +64,7 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
     mkdirSync(options.profileDir, { recursive: true });
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.profileDir}`);
   }
+  if (options.inspect) nodeArgs.push('--inspect=127.0.0.1:0');
   const child = startChild('colloquy', 'server', process.execPath, [...nodeArgs, join(REPO_ROOT, 'dist/src/cli.js'), 'serve'], {
     env: {
       PATH: process.env.PATH,
@@ -80,12 +86,20 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
     scratch.remove();
     throw error;
   }
+  let inspector: InspectorSession | undefined;
+  if (options.inspect) {
+    const debuggerUrl = inspectorUrlFrom(child.stderr());
+    if (!debuggerUrl) throw new Error(`no inspector URL from the server: ${child.stderr()}`);
+    inspector = await InspectorSession.open(debuggerUrl);
+  }
   return {
     url,
     port,
     child,
     pid: child.pid,
+    memoryAfterGc: async () => inspector?.memoryAfterGc(),
     stop: async () => {
+      inspector?.close();
       await child.stop();
       scratch.remove();
     },

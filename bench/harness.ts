@@ -412,3 +412,23 @@ export function writeResult(name: string, data: unknown): string {
 export function fileExists(path: string): boolean {
   return existsSync(path);
 }
+
+/** Bytes waiting in kernel socket queues on loopback connections (via `ss`), or undefined without it. */
+export function socketQueues(filter: string): { recvQ: number; sendQ: number; sockets: number } | undefined {
+  try {
+    const output = execFileSync('ss', ['-tnH', 'state', 'established', filter], { encoding: 'utf8' });
+    let recvQ = 0;
+    let sendQ = 0;
+    let sockets = 0;
+    for (const line of output.split('\n')) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 4) continue;
+      recvQ += Number(fields[0]);
+      sendQ += Number(fields[1]);
+      sockets += 1;
+    }
+    return { recvQ, sendQ, sockets };
+  } catch {
+    return undefined;
+  }
+}

@@ -38,6 +38,8 @@ export interface MockStats {
   streams_closed_early: number;
   /** Bytes the mock handed to sockets that the peer had not yet taken (summed over open streams). */
   bytes_pending: number;
+  /** Bytes of open streams that left the mock's process (into kernel buffers or the peer), summed. */
+  bytes_flushed: number;
 }
 
 export interface MockUpstream {
@@ -205,7 +207,13 @@ export function startMock(options: MockOptions): Promise<MockUpstream> {
 
   const stats = (): MockStats => {
     let pending = 0;
-    for (const response of open) pending += response.writableLength;
+    let flushed = 0;
+    for (const response of open) {
+      pending += response.writableLength;
+      // socket.bytesWritten counts queued bytes too; what is still queued has not left the process.
+      const socket = response.socket;
+      if (socket) flushed += socket.bytesWritten - socket.writableLength;
+    }
     return {
       requests: counters.requests,
       stream_requests: counters.streamRequests,
@@ -214,6 +222,7 @@ export function startMock(options: MockOptions): Promise<MockUpstream> {
       streams_completed: counters.completed,
       streams_closed_early: counters.closedEarly,
       bytes_pending: pending,
+      bytes_flushed: flushed,
     };
   };
 

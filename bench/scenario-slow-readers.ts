@@ -4,7 +4,7 @@
  * fast clients' timing with and without the stalled ones beside them.
  */
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
-import { percentile, round, rssBytes, sleep, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { percentile, round, rssBytes, sleep, socketQueues, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
 import { mockStats } from './scenario-gateway-overhead.js';
 import { openStreams, type SseStream } from './sse-client.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
@@ -51,7 +51,7 @@ export const slowReadersScenario: Scenario = {
   title: 'slow readers: stalled clients while the upstream keeps sending',
   async run(options: RunOptions): Promise<ScenarioResult> {
     const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '4', '--size', '8', '--interval-ms', '0']);
-    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
+    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir, inspect: true });
     try {
       const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
       const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', check.status, check.body);
@@ -65,14 +65,15 @@ export const slowReadersScenario: Scenario = {
       // Stalled clients: the upstream offers 4 KiB every 5 ms (800 KiB/s) for far longer than the phase.
       const floodMessage = `Flood me. [mock chunks=100000 interval_ms=5 size=4096]`;
 
-      // Phase A: fast clients alone (baseline).
+      // Phase A: fast clients alone (baseline), after one warm-up round.
       await settle(await openFast(server.port, fastCount, fastMessage), phaseMs + 10_000);
       await sleep(500);
       const baselineStreams = await openFast(server.port, fastCount, fastMessage);
       await settle(baselineStreams, phaseMs + 10_000);
       const baseline = fastFigures(baselineStreams);
       await sleep(500);
-      const idleRss = rssBytes(server.pid) ?? 0;
+      const idle = (await server.memoryAfterGc())!;
+      const idleRss = rssBytes(server.pid) ?? idle.rss;
 
       // Phase B: stalled readers first, then the same fast clients beside them.
       const stalled = await openStreams(stalledCount, 1000, () => ({
@@ -90,20 +91,37 @@ export const slowReadersScenario: Scenario = {
       }, 200);
       await settle(contendedStreams, phaseMs + 10_000);
       clearInterval(sampler);
-      peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
       const contended = fastFigures(contendedStreams);
+      // Let the kernel queues fill completely, then look at who holds what.
+      await sleep(2000);
+      peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
+      const held = (await server.memoryAfterGc())!;
       const upstream = await mockStats(mock.port);
+      const upstreamQueues = socketQueues(`( dport = :${mock.port} )`);
+      const clientQueues = socketQueues(`( sport = :${server.port} )`);
       const stalledOk = stalled.filter((stream) => stream.isStalled).length;
+      const delivered = stalled.reduce((total, stream) => total + stream.bodyBytes, 0);
       for (const stream of stalled) stream.destroy();
       await Promise.all(stalled.map((stream) => stream.finished));
       await sleep(1000);
-      const afterRss = rssBytes(server.pid) ?? 0;
+      const released = (await server.memoryAfterGc())!;
       const after = await mockStats(mock.port);
 
-      const perStalled = (peakRss - idleRss) / stalledCount;
+      const heldPerStalled = (held.heapUsed + held.external - idle.heapUsed - idle.external) / stalledCount;
+      const rssPerStalled = (peakRss - idleRss) / stalledCount;
       const slowdown = contended.durationP50 / baseline.durationP50;
       const rows: Row[] = [
-        { phase: 'fast clients alone', fast: fastCount, stalled: 0, completed: baseline.completed, 'TTFD p50 ms': round(baseline.ttfdP50, 2), 'gap p99 ms': round(baseline.gapP99, 2), 'stream p50 ms': round(baseline.durationP50, 0), 'server RSS MiB': round(idleRss / KIB / KIB, 1) },
+        {
+          phase: 'fast clients alone',
+          fast: fastCount,
+          stalled: 0,
+          completed: baseline.completed,
+          'TTFD p50 ms': round(baseline.ttfdP50, 2),
+          'gap p99 ms': round(baseline.gapP99, 2),
+          'stream p50 ms': round(baseline.durationP50, 0),
+          'RSS MiB': round(idleRss / KIB / KIB, 1),
+          'heap+ext after GC MiB': round((idle.heapUsed + idle.external) / KIB / KIB, 1),
+        },
         {
           phase: 'fast beside stalled',
           fast: fastCount,
@@ -112,22 +130,33 @@ export const slowReadersScenario: Scenario = {
           'TTFD p50 ms': round(contended.ttfdP50, 2),
           'gap p99 ms': round(contended.gapP99, 2),
           'stream p50 ms': round(contended.durationP50, 0),
-          'server RSS MiB': round(peakRss / KIB / KIB, 1),
-          'KiB/stalled': round(perStalled / KIB, 1),
+          'RSS MiB': round(peakRss / KIB / KIB, 1),
+          'heap+ext after GC MiB': round((held.heapUsed + held.external) / KIB / KIB, 1),
+          'KiB/stalled (heap)': round(heldPerStalled / KIB, 1),
+          'KiB/stalled (RSS)': round(rssPerStalled / KIB, 1),
         },
       ];
       const fastOk = contended.completed === fastCount && baseline.completed === fastCount && slowdown <= 1.1;
+      const notes = [
+        `stalled clients read one delta then stop reading; the mock offers each of them 4 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
+        `heap figure: server heapUsed + external after a forced full GC (inspector), stalled minus idle, per stalled stream; RSS figure: peak RSS minus idle`,
+      ];
+      if (upstreamQueues && clientQueues) {
+        notes.push(
+          `kernel queues while stalled: ${round(upstreamQueues.recvQ / KIB / KIB, 1)} MiB unread in the server's ${upstreamQueues.sockets} upstream sockets (${round(upstreamQueues.recvQ / Math.max(1, upstreamQueues.sockets) / KIB, 0)} KiB each), ${round(clientQueues.sendQ / KIB / KIB, 1)} MiB queued toward clients; the mock could not hand over ${round(upstream.bytes_pending / KIB / KIB, 1)} MiB more`,
+        );
+      }
+      notes.push(`stalled clients had received ${round(delivered / stalledCount / KIB, 1)} KiB each before stalling`);
+      notes.push(
+        `after the stalled clients disconnected: heap+ext ${round((released.heapUsed + released.external) / KIB / KIB, 1)} MiB after GC, upstream streams closed early ${after.streams_closed_early}, still open ${after.streams_open}`,
+      );
       return {
         rows,
         goals: [
-          { goal: 'a stalled reader holds ≤ 64 KiB', measured: `${round(perStalled / KIB, 1)} KiB per stalled stream (server RSS)`, met: perStalled <= 64 * KIB && stalledOk === stalledCount },
+          { goal: 'a stalled reader holds ≤ 64 KiB', measured: `${round(heldPerStalled / KIB, 1)} KiB per stalled stream (heap after GC; RSS ${round(rssPerStalled / KIB, 0)} KiB)`, met: heldPerStalled <= 64 * KIB && stalledOk === stalledCount },
           { goal: 'fast clients unaffected by stalled ones', measured: `fast stream time ×${round(slowdown, 3)}, ${contended.completed}/${fastCount} completed`, met: fastOk, note: contended.errors || undefined },
         ],
-        notes: [
-          `stalled clients read one delta then stop reading; the mock offers each of them 4 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
-          `upstream bytes the mock could not hand over while stalled (summed): ${round(upstream.bytes_pending / KIB / KIB, 1)} MiB, i.e. the server stopped pulling from the upstream`,
-          `after the stalled clients disconnected: server RSS ${round(afterRss / KIB / KIB, 1)} MiB, upstream streams closed early ${after.streams_closed_early}, still open ${after.streams_open}`,
-        ],
+        notes,
       };
     } finally {
       await server.stop();
