@@ -51,6 +51,7 @@ function isAbort(signal: AbortSignal): boolean {
   return signal.aborted;
 }
 
+/** The generation core shared by every chat route. */
 export class ChatPipeline {
   constructor(
     private readonly services: Services,

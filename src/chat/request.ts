@@ -61,6 +61,7 @@ export const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
 /** POST /api/chat/search: the chat request plus `max_results`. */
 export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
 
+/** A validated chat request (search fields included). */
 export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;
 
 function issueDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {

@@ -9,6 +9,7 @@ import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type 
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
+/** The Messages API version this dialect speaks. */
 export const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is the answer budget when the caller gives none. */
 const DEFAULT_MAX_TOKENS = 4096;
@@ -50,6 +51,7 @@ export function anthropicBody(request: ProviderRequest): Record<string, unknown>
   return body;
 }
 
+/** Streams replies from Anthropic's Messages API. */
 export class AnthropicProvider implements ChatProvider {
   readonly name = 'anthropic' as const;
 

@@ -119,6 +119,7 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The offline model: streams composeAnswer word by word. */
 export class BuiltinProvider implements ChatProvider {
   readonly name = 'builtin' as const;
 

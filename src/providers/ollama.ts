@@ -40,6 +40,7 @@ export function ollamaFinish(reason: string | undefined): FinishReason {
   return reason === 'length' ? 'length' : 'stop';
 }
 
+/** Streams replies from Ollama's native chat API. */
 export class OllamaProvider implements ChatProvider {
   readonly name = 'ollama' as const;
 

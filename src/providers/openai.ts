@@ -42,6 +42,7 @@ export function openAiBody(request: ProviderRequest): Record<string, unknown> {
   return body;
 }
 
+/** Streams replies from any OpenAI-compatible chat completions endpoint. */
 export class OpenAiProvider implements ChatProvider {
   readonly name = 'openai' as const;
 

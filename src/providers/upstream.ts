@@ -11,6 +11,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { ApiError } from '../errors.js';
 
+/** The `upstream` config block: how long to wait, and how often to retry. */
 export interface UpstreamTimeouts {
   connectTimeoutMs: number;
   firstByteTimeoutMs: number;
@@ -18,6 +19,7 @@ export interface UpstreamTimeouts {
   retries: number;
 }
 
+/** One upstream request: where, with which headers, and the JSON body. */
 export interface UpstreamCall {
   /** Provider name, used in messages (never the URL's credentials or any key). */
   provider: string;
