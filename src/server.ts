@@ -9,6 +9,7 @@ import { createImageProvider } from './images/create.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import { buildRoutes } from './routes/index.js';
+import { createKnowledgeBase } from './rag/create.js';
 import { createSearchProvider } from './search/factory.js';
 import type { Services } from './services.js';
 import { LmdbStorage } from './store/lmdb.js';
@@ -36,7 +37,8 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const search = createSearchProvider(config.search, { metrics, logger, retriever: () => services.retriever });
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, metrics, options.clock);
-  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, startedAt: performance.now() };
+  const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
+  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, retriever: knowledge, startedAt: performance.now() };
 
   const http = new HttpServer({
     routes: buildRoutes(services),
@@ -56,6 +58,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   try {
     port = await http.listen(config.host, config.port);
   } catch (error) {
+    knowledge.close();
     await storage.close();
     throw error;
   }
@@ -70,6 +73,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     close: () => {
       closing ??= (async () => {
         await http.close(config.shutdownGraceMs);
+        knowledge.close();
         await storage.close();
         logger.info('stopped');
       })();

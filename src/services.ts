@@ -10,6 +10,7 @@ import type { ImageProvider } from './images/types.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { SessionStore } from './store/types.js';
+import type { KnowledgeBase } from './rag/knowledge-base.js';
 import type { Retriever } from './rag/types.js';
 import type { SearchProvider } from './search/types.js';
 
@@ -28,8 +29,10 @@ export interface Services {
   apiKeys: ApiKeyStore;
   /** The configured image provider (the built-in renderer when none is configured). */
   images: ImageProvider;
-  /** Knowledge-base retrieval for `rag`; until it is wired, chat refuses `rag` with `unavailable`. */
+  /** Knowledge-base retrieval for `rag` and the `local` search provider (the knowledge base below). */
   retriever?: Retriever;
+  /** The knowledge base: ingestion, listing, deletion and retrieval statistics (src/rag). */
+  knowledge: KnowledgeBase;
   /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */
   search: SearchProvider;
   /** performance.now() at start, for uptime. */

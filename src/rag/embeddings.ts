@@ -1,0 +1,96 @@
+/**
+ * Client for an OpenAI-compatible `POST {base_url}/embeddings` upstream. Vectors come back
+ * L2-normalised so cosine similarity is a plain dot product at query time.
+ */
+import { ApiError } from '../errors.js';
+
+export interface EmbedderOptions {
+  baseUrl: string;
+  model: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  /** Inputs per upstream request. */
+  batchSize?: number;
+}
+
+export interface Embedder {
+  readonly model: string;
+  /** One unit-length vector per input, in order. Throws ApiError on upstream failure. */
+  embed(inputs: string[], signal?: AbortSignal): Promise<Float32Array[]>;
+}
+
+interface EmbeddingsResponse {
+  data?: Array<{ index?: number; embedding?: unknown }>;
+}
+
+/** Scales a vector to unit length (a zero vector stays zero). */
+export function normalise(values: ArrayLike<number>): Float32Array {
+  const vector = Float32Array.from(values);
+  let sum = 0;
+  for (const value of vector) sum += value * value;
+  const norm = Math.sqrt(sum);
+  if (norm > 0) for (let index = 0; index < vector.length; index += 1) vector[index]! /= norm;
+  return vector;
+}
+
+/** An Embedder speaking the OpenAI embeddings wire format. */
+export class OpenAiEmbedder implements Embedder {
+  readonly model: string;
+  private readonly url: string;
+  private readonly batchSize: number;
+
+  constructor(private readonly options: EmbedderOptions) {
+    this.model = options.model;
+    this.url = `${options.baseUrl.replace(/\/+$/, '')}/embeddings`;
+    this.batchSize = options.batchSize ?? 64;
+  }
+
+  async embed(inputs: string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    const vectors: Float32Array[] = [];
+    for (let start = 0; start < inputs.length; start += this.batchSize) {
+      vectors.push(...(await this.embedBatch(inputs.slice(start, start + this.batchSize), signal)));
+    }
+    return vectors;
+  }
+
+  private async embedBatch(inputs: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+    const timeout = AbortSignal.timeout(this.options.timeoutMs);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    let body: EmbeddingsResponse;
+    try {
+      const response = await fetch(this.url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: this.model, input: inputs }),
+        signal: combined,
+      });
+      if (!response.ok) {
+        await response.body?.cancel();
+        throw new ApiError('upstream_error', `The embeddings upstream answered ${response.status}.`);
+      }
+      body = (await response.json()) as EmbeddingsResponse;
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+      if (timeout.aborted) throw new ApiError('upstream_timeout', 'The embeddings upstream did not answer in time.');
+      if (signal?.aborted) throw signal.reason instanceof ApiError ? signal.reason : new ApiError('invalid_request', 'The request was cancelled.');
+      throw new ApiError('upstream_error', 'The embeddings upstream could not be reached or sent malformed data.');
+    }
+    const data = Array.isArray(body.data) ? body.data : [];
+    if (data.length !== inputs.length) {
+      throw new ApiError('upstream_error', `The embeddings upstream returned ${data.length} vectors for ${inputs.length} inputs.`);
+    }
+    const ordered = [...data].sort((left, right) => (left.index ?? 0) - (right.index ?? 0));
+    let dimensions: number | undefined;
+    return ordered.map((item) => {
+      const embedding = item.embedding;
+      if (!Array.isArray(embedding) || embedding.length === 0 || !embedding.every((value) => typeof value === 'number' && Number.isFinite(value))) {
+        throw new ApiError('upstream_error', 'The embeddings upstream returned a malformed vector.');
+      }
+      dimensions ??= embedding.length;
+      if (embedding.length !== dimensions) throw new ApiError('upstream_error', 'The embeddings upstream returned vectors of different sizes.');
+      return normalise(embedding as number[]);
+    });
+  }
+}
