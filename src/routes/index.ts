@@ -12,11 +12,13 @@ import { keyRoutes } from './keys.js';
 import { metricsRoutes } from './metrics.js';
 import { notImplementedRoutes } from './not-implemented.js';
 import { quotaRoutes } from './quota.js';
+import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
   const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services), ...dashboardRoutes(services)];
   routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
+  routes.push(...ragRoutes(services));
   const providers = createProviderRegistry(services.config);
   routes.push(...chatRoutes(services, providers), ...modelsRoutes(services, providers));
   return [...routes, ...notImplementedRoutes(routes)];
