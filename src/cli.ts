@@ -4,6 +4,7 @@ import { ConfigError } from './config.js';
 import { CommandError, UsageError } from './cli/args.js';
 import { runKeys } from './cli/keys.js';
 import { runQuota } from './cli/quota.js';
+import { runRag } from './cli/rag.js';
 import { serve } from './cli/serve.js';
 import { runUsers } from './cli/users.js';
 
@@ -14,6 +15,7 @@ commands:
   users            add|list|set-plan users (on COLLOQUY_DATA_DIR)
   keys             create|list|revoke API keys
   quota            show USER: quota used in the current window
+  rag              add FILE...|list|delete|stats: the knowledge base (.txt, .md, .html)
 
 Data commands take --json for machine-readable output and exit 0 on success, 1 when the operation
 fails (no such user, already exists), 2 on a usage mistake, 78 on a configuration error.
@@ -33,6 +35,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
         return await runKeys(argv.slice(1));
       case 'quota':
         return await runQuota(argv.slice(1));
+      case 'rag':
+        return await runRag(argv.slice(1));
       case undefined:
       case 'help':
       case '--help':

@@ -41,6 +41,8 @@ export interface DocumentInput {
   url?: string | undefined;
   collection?: string | undefined;
   format?: DocumentFormat | undefined;
+  /** Title used when `title` is empty and the document names none itself (a file name). */
+  defaultTitle?: string | undefined;
   /**
    * What makes two ingestions "the same document" (default: the url, else the title). The id is
    * derived from collection + key, so re-ingesting replaces instead of duplicating.
@@ -234,7 +236,7 @@ export class KnowledgeBase implements Retriever {
     if (!extracted.text.trim()) {
       throw new ApiError('invalid_request', undefined, { details: [{ path: 'text', message: 'contains no text to index' }] });
     }
-    const title = input.title.trim() || extracted.title || 'Untitled';
+    const title = input.title.trim() || extracted.title || input.defaultTitle || 'Untitled';
     const key = input.key ?? input.url ?? title;
     const id = documentIdFor(collection, key);
     const pieces = chunkText(extracted.text, { size: this.options.chunkSize, overlap: this.options.chunkOverlap });
