@@ -1,0 +1,134 @@
+/**
+ * Retrieval quality and the text pipeline behind it: the fixture corpus is ingested over HTTP and
+ * every fixture question must find its source document in the top 3 with BM25 alone.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { chunkText } from '../src/rag/chunk.js';
+import { extractHtml, extractMarkdown, formatFromFileName } from '../src/rag/extract.js';
+import { tokenize } from '../src/rag/tokenize.js';
+import { bootServer, type TestServer } from './helpers/server.js';
+
+const ADMIN = 'rag-retrieval-admin-token-0123456789';
+const FIXTURES = new URL('../../test/fixtures/rag/', import.meta.url);
+const CORPUS = new URL('corpus/', FIXTURES);
+
+interface Question {
+  question: string;
+  document: string;
+}
+
+describe('knowledge-base retrieval', () => {
+  let server: TestServer;
+  const idsByFile = new Map<string, string>();
+
+  before(async () => {
+    server = await bootServer({ env: { COLLOQUY_ADMIN_TOKEN: ADMIN } });
+    for (const file of readdirSync(CORPUS).sort()) {
+      const format = formatFromFileName(file);
+      assert.ok(format, `fixture ${file} has a supported extension`);
+      const response = await server.post(
+        '/api/rag/documents',
+        { title: file, text: readFileSync(new URL(file, CORPUS), 'utf8'), format, collection: 'fixtures' },
+        { authorization: `Bearer ${ADMIN}` },
+      );
+      assert.equal(response.status, 201, await response.clone().text());
+      const body = (await response.json()) as { document_id: string };
+      idsByFile.set(file, body.document_id);
+    }
+  });
+
+  after(() => server.close());
+
+  it('finds the source document in the top 3 for at least 90% of the fixture questions with BM25 alone', async () => {
+    const questions = JSON.parse(readFileSync(new URL('questions.json', FIXTURES), 'utf8')) as Question[];
+    assert.ok(questions.length >= 30, 'at least 30 questions');
+    assert.ok(idsByFile.size >= 24, 'a few dozen documents');
+    const retriever = server.services.retriever!;
+    let hits = 0;
+    const misses: string[] = [];
+    for (const { question, document } of questions) {
+      const expected = idsByFile.get(document);
+      assert.ok(expected, `question names a fixture document: ${document}`);
+      const passages = await retriever.retrieve(question, { topK: 3, collection: 'fixtures' });
+      if (passages.some((passage) => passage.documentId === expected)) hits += 1;
+      else misses.push(`${question} -> ${passages.map((passage) => passage.title).join(', ') || '(nothing)'}`);
+    }
+    const hitRate = hits / questions.length;
+    console.log(`# rag top-3 hit rate (BM25): ${hitRate.toFixed(3)} (${hits}/${questions.length} questions, ${idsByFile.size} documents)`);
+    for (const miss of misses) console.log(`#   miss: ${miss}`);
+    assert.ok(hitRate >= 0.9, `top-3 hit rate ${hitRate.toFixed(3)} is below 0.9`);
+  });
+
+  it('ranks passages best first with scores and stays within the requested collection', async () => {
+    const passages = await server.services.retriever!.retrieve('Eddystone lighthouse Plymouth granite', { topK: 5, collection: 'fixtures' });
+    assert.ok(passages.length >= 1);
+    assert.equal(passages[0]!.documentId, idsByFile.get('lighthouses.txt'));
+    for (let index = 1; index < passages.length; index += 1) assert.ok(passages[index - 1]!.score >= passages[index]!.score);
+    assert.deepEqual(await server.services.retriever!.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
+  });
+
+  it('returns nothing for a query that only shares stop words or unknown terms with the corpus', async () => {
+    assert.deepEqual(await server.services.retriever!.retrieve('what is the of and', { topK: 3 }), []);
+    assert.deepEqual(await server.services.retriever!.retrieve('zyxwvut qqqq', { topK: 3 }), []);
+  });
+
+  it("never indexes the text of an HTML page's scripts", async () => {
+    const list = await server.fetch('/api/rag/documents?collection=fixtures&limit=100', { headers: { authorization: `Bearer ${ADMIN}` } });
+    const body = (await list.json()) as { documents: Array<{ document_id: string; title: string }> };
+    const volcano = body.documents.find((document) => document.document_id === idsByFile.get('volcanoes.html'));
+    assert.ok(volcano);
+    // The script in the page mentions "tracking code"; it must not be searchable.
+    const leaked = await server.services.retriever!.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
+    assert.equal(leaked.some((passage) => passage.documentId === volcano.document_id), false);
+  });
+});
+
+describe('text pipeline', () => {
+  it('folds case, accents and plurals and splits CJK text into bigrams', () => {
+    assert.deepEqual(tokenize('The CAFÉS of Zürich'), ['cafe', 'zurich']);
+    assert.deepEqual(tokenize('Libraries and classes'), ['library', 'class']);
+    assert.deepEqual(tokenize('東京都'), ['東京', '京都']);
+    assert.deepEqual(tokenize('the and of', { stopWords: false }), ['the', 'and', 'of']);
+  });
+
+  it('extracts visible HTML text with entities decoded and block breaks kept', () => {
+    const html = '<html><head><title>A &amp; B</title><style>p{color:red}</style></head><body><p>One&nbsp;two</p><script>alert(1)</script><ul><li>x</li><li>y</li></ul></body></html>';
+    const extracted = extractHtml(html);
+    assert.equal(extracted.title, 'A & B');
+    // A no-break space is whitespace like any other once extracted.
+    assert.equal(extracted.text, 'One two\n\nx\n\ny');
+  });
+
+  it('extracts Markdown text without markup and takes the first heading as title', () => {
+    const extracted = extractMarkdown('---\nlayout: x\n---\n# Title here\n\nSome **bold** and [a link](http://x.test) `code`.\n\n- item one\n');
+    assert.equal(extracted.title, 'Title here');
+    assert.equal(extracted.text, 'Title here\n\nSome bold and a link code.\n\nitem one');
+  });
+
+  it('chunks near the target size with overlapping, deterministic chunks', () => {
+    const sentences = Array.from({ length: 60 }, (_, index) => `Sentence number ${index} talks about topic ${index % 7}.`);
+    const text = `${sentences.slice(0, 30).join(' ')}\n\n${sentences.slice(30).join(' ')}`;
+    const chunks = chunkText(text, { size: 300, overlap: 60 });
+    assert.ok(chunks.length >= 8, `got ${chunks.length} chunks`);
+    for (const chunk of chunks) assert.ok(chunk.length <= 300, `chunk of ${chunk.length} chars`);
+    for (let index = 1; index < chunks.length; index += 1) {
+      const previousEnd = chunks[index - 1]!.slice(-60);
+      const firstSentence = chunks[index]!.split('. ')[0]!;
+      assert.ok(previousEnd.includes(firstSentence), `chunk ${index} starts with the end of chunk ${index - 1}`);
+    }
+    assert.deepEqual(chunkText(text, { size: 300, overlap: 60 }), chunks);
+    // Every sentence survives chunking.
+    for (const sentence of sentences) assert.ok(chunks.some((chunk) => chunk.includes(sentence)), sentence);
+  });
+
+  it('cuts a sentence longer than a chunk at word boundaries', () => {
+    const long = Array.from({ length: 400 }, (_, index) => `word${index}`).join(' ');
+    const chunks = chunkText(long, { size: 200, overlap: 20 });
+    for (const chunk of chunks) {
+      assert.ok(chunk.length <= 200);
+      assert.match(chunk, /^word\d+( word\d+)*$/);
+    }
+  });
+});
