@@ -35,6 +35,20 @@ export interface LoadResult {
   non2xx: number;
 }
 
+/** Runs one open-loop step at a fixed rate (in a pinned child, see open-loop.ts). */
+export async function runFixedRate(request: LoadRequest & { rate: number }): Promise<LoadResult> {
+  let output: LoadResult | undefined;
+  const child = startChild('open-loop', 'load', process.execPath, [join(BENCH_DIST, 'open-loop.js'), JSON.stringify(request)], {
+    onLine: (line) => {
+      if (line.startsWith('{"tool":')) output = JSON.parse(line) as LoadResult;
+    },
+  });
+  await new Promise<void>((resolve) => child.process.once('exit', () => resolve()));
+  await child.stop();
+  if (!output) throw new Error(`open-loop generator failed: ${child.stderr()}`);
+  return output;
+}
+
 /** Runs one step with autocannon (in a pinned child, see load-worker.ts). */
 export async function runAutocannon(request: LoadRequest): Promise<LoadResult> {
   let output: LoadResult | undefined;

@@ -6,7 +6,7 @@
  */
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
 import { round, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
-import { compareSaturation, runAutocannon, type LoadRequest, type LoadResult } from './load.js';
+import { compareSaturation, runFixedRate, type LoadRequest, type LoadResult } from './load.js';
 import type { MockStats } from './mock-upstream.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { loadRow } from './scenario-health.js';
@@ -61,11 +61,11 @@ export const gatewayOverheadScenario: Scenario = {
       const connections = 32;
       const seconds = options.duration;
       // Warm both paths (JIT, keep-alive pools) before measuring.
-      await runAutocannon({ ...targets.direct, connections, durationSeconds: 1, rate: 1000 });
-      await runAutocannon({ ...targets.gateway, connections, durationSeconds: options.quick ? 1 : 2, rate: 2000 });
+      await runFixedRate({ ...targets.direct, connections, durationSeconds: 1, rate: 1000 });
+      await runFixedRate({ ...targets.gateway, connections, durationSeconds: options.quick ? 1 : 2, rate: 2000 });
       for (const rate of RATES) {
-        const direct = await runAutocannon({ ...targets.direct, connections, durationSeconds: seconds, rate });
-        const gateway = await runAutocannon({ ...targets.gateway, connections, durationSeconds: seconds, rate });
+        const direct = await runFixedRate({ ...targets.direct, connections, durationSeconds: seconds, rate });
+        const gateway = await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate });
         rows.push(loadRow('mock directly', direct, { load: `${rate} req/s` }));
         rows.push(loadRow('through colloquy', gateway, { load: `${rate} req/s`, ...added(gateway, direct) }));
         if (rate === 5000) {
@@ -97,7 +97,7 @@ export const gatewayOverheadScenario: Scenario = {
         goals,
         notes: [
           `gateway asks the upstream for ${targets.upstreamStreams ? 'SSE (stream: true)' : 'one JSON body'}; the direct baseline asks for the same`,
-          `fixed rates: autocannon, ${connections} connections; saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
+          `fixed rates: open-loop generator (requests due at start + i/rate, released in 1 ms ticks, latency counted from the due time, up to 512 keep-alive connections); saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
           `mock upstream saw ${stats.requests} requests, ${stats.streams_closed_early} closed early`,
         ],
       };

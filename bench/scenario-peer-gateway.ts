@@ -5,7 +5,7 @@
  */
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
 import { round, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
-import { compareSaturation, runAutocannon, type LoadRequest } from './load.js';
+import { compareSaturation, runFixedRate, type LoadRequest } from './load.js';
 import { ensurePeerInstalled, startPeer } from './peer-gateway.js';
 import { SseStream, type Dialect } from './sse-client.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
@@ -52,10 +52,10 @@ export const peerGatewayScenario: Scenario = {
       if (check.status !== 200) notes.push(`peer non-streaming probe answered ${check.status}: ${checkText.slice(0, 200)}`);
 
       const seconds = options.duration;
-      await runAutocannon({ ...theirs, connections: 32, durationSeconds: 1, rate: 500 });
-      await runAutocannon({ ...ours.gateway, connections: 32, durationSeconds: 1, rate: 500 });
-      const peerFixed = await runAutocannon({ ...theirs, connections: 32, durationSeconds: seconds, rate: 1000 });
-      const oursFixed = await runAutocannon({ ...ours.gateway, connections: 32, durationSeconds: seconds, rate: 1000 });
+      await runFixedRate({ ...theirs, connections: 32, durationSeconds: 1, rate: 500 });
+      await runFixedRate({ ...ours.gateway, connections: 32, durationSeconds: 1, rate: 500 });
+      const peerFixed = await runFixedRate({ ...theirs, connections: 32, durationSeconds: seconds, rate: 1000 });
+      const oursFixed = await runFixedRate({ ...ours.gateway, connections: 32, durationSeconds: seconds, rate: 1000 });
       rows.push(loadRow('peer gateway', peerFixed, { mode: 'JSON', load: '1000 req/s' }));
       rows.push(loadRow('colloquy', oursFixed, { mode: 'JSON', load: '1000 req/s' }));
 

@@ -52,16 +52,12 @@ export class SseStream {
   constructor(private readonly request: StreamRequest) {
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
     const payload = Buffer.from(JSON.stringify(request.body));
-    const headerLines = [
-      `POST ${request.path} HTTP/1.1`,
-      `Host: 127.0.0.1:${request.port}`,
-      'Content-Type: application/json',
-      'Accept: text/event-stream',
-      `Content-Length: ${payload.length}`,
-      ...Object.entries(request.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
-      '',
-      '',
-    ];
+    // Caller headers replace the defaults of the same name (a repeated Content-Type is a 400 on some servers).
+    const headers = new Map<string, [string, string]>();
+    const defaults: Record<string, string> = { Host: `127.0.0.1:${request.port}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' };
+    for (const [name, value] of Object.entries({ ...defaults, ...request.headers })) headers.set(name.toLowerCase(), [name, value]);
+    headers.set('content-length', ['Content-Length', String(payload.length)]);
+    const headerLines = [`POST ${request.path} HTTP/1.1`, ...[...headers.values()].map(([name, value]) => `${name}: ${value}`), '', ''];
     this.socket = connect({ port: request.port, host: '127.0.0.1', noDelay: true });
     this.socket.on('connect', () => {
       this.startedAt = performance.now();
