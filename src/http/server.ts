@@ -45,8 +45,9 @@ function statusLine(status: number): string {
 
 /** Per-request state behind HttpContext. */
 class UwsContext implements HttpContext {
-  readonly signal: AbortSignal;
-  private readonly controller = new AbortController();
+  /** Created on first use of `signal`: most requests never read it, and one costs more than a small reply. */
+  private controller: AbortController | undefined;
+  private abortReason: ApiError | undefined;
   private finished = false;
   private aborted = false;
   private status = 0;
@@ -59,7 +60,15 @@ class UwsContext implements HttpContext {
     private readonly body: BodyCollector,
     private readonly server: HttpServer,
   ) {
-    this.signal = this.controller.signal;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      // A client that left before anyone asked still yields an aborted signal.
+      if (this.abortReason) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
   }
 
   get responded(): boolean {
@@ -72,7 +81,8 @@ class UwsContext implements HttpContext {
     this.aborted = true;
     this.body.abort();
     this.activeStream?.markAborted();
-    this.controller.abort(new ApiError('invalid_request', 'The client disconnected.'));
+    this.abortReason = new ApiError('invalid_request', 'The client disconnected.');
+    this.controller?.abort(this.abortReason);
     this.complete();
   }
 
