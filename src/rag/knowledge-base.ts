@@ -204,7 +204,12 @@ export class KnowledgeBase implements Retriever {
   /** Extracts, chunks, embeds (when configured) and indexes one document, replacing an earlier version. */
   async add(input: DocumentInput, signal?: AbortSignal): Promise<IngestResult> {
     const prepared = await this.prepare(input, signal);
-    return this.storage.root.transactionSync(() => this.write(prepared));
+    return this.storage.root.transactionSync(() => {
+      const frequencies = new Map<string, number>();
+      const result = this.write(prepared, frequencies);
+      this.applyFrequencies(frequencies);
+      return result;
+    });
   }
 
   /**
@@ -217,7 +222,12 @@ export class KnowledgeBase implements Retriever {
     for (let start = 0; start < inputs.length; start += batchSize) {
       const batch: PreparedDocument[] = [];
       for (const input of inputs.slice(start, start + batchSize)) batch.push(await this.prepare(input, options.signal));
-      const written = this.storage.root.transactionSync(() => batch.map((prepared) => this.write(prepared)));
+      const written = this.storage.root.transactionSync(() => {
+        const frequencies = new Map<string, number>();
+        const batchResults = batch.map((prepared) => this.write(prepared, frequencies));
+        this.applyFrequencies(frequencies);
+        return batchResults;
+      });
       for (const result of written) {
         results.push(result);
         options.onProgress?.(results.length, inputs.length, result);
@@ -244,10 +254,13 @@ export class KnowledgeBase implements Retriever {
     return { id, key, title, url: input.url, collection, format, text: extracted.text, pieces, vectors };
   }
 
-  /** Runs inside a write transaction. */
-  private write(prepared: PreparedDocument): IngestResult {
+  /**
+   * Runs inside a write transaction. Document-frequency changes are collected in `dfChanges`
+   * and written once per transaction by applyFrequencies (one read-write per distinct term).
+   */
+  private write(prepared: PreparedDocument, dfChanges: Map<string, number>): IngestResult {
     const existing = this.documents.get(prepared.id);
-    if (existing) this.removeInTransaction(existing);
+    if (existing) this.removeInTransaction(existing, dfChanges);
     const now = new Date().toISOString();
     const corpus = this.corpus();
     const collection = this.collectionsDb.get(prepared.collection) ?? { documents: 0, chunks: 0 };
@@ -261,7 +274,7 @@ export class KnowledgeBase implements Retriever {
       this.chunks.put(chunkId, { document_id: prepared.id, collection: prepared.collection, ordinal, text, length });
       for (const [term, tf] of frequencies) {
         this.postings.put(`${term}\u0000${prepared.collection}\u0000${chunkId}`, [tf, length]);
-        this.terms.put(term, (this.terms.get(term) ?? 0) + 1);
+        dfChanges.set(term, (dfChanges.get(term) ?? 0) + 1);
       }
       const vector = prepared.vectors?.[ordinal];
       if (vector) this.vectors.put(`${prepared.collection}\u0000${chunkId}`, Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength));
@@ -288,8 +301,18 @@ export class KnowledgeBase implements Retriever {
     return { document_id: prepared.id, collection: prepared.collection, title: prepared.title, chunks: prepared.pieces.length, replaced: existing !== undefined };
   }
 
+  /** Adds collected document-frequency changes to rag-terms; runs inside a write transaction. */
+  private applyFrequencies(frequencies: Map<string, number>): void {
+    for (const [term, change] of frequencies) {
+      if (change === 0) continue;
+      const frequency = (this.terms.get(term) ?? 0) + change;
+      if (frequency > 0) this.terms.put(term, frequency);
+      else this.terms.remove(term);
+    }
+  }
+
   /** Removes a document and everything indexed for it; runs inside a write transaction. */
-  private removeInTransaction(document: DocumentRecord): void {
+  private removeInTransaction(document: DocumentRecord, frequencies: Map<string, number>): void {
     let removedLength = 0;
     for (let ordinal = 0; ordinal < document.chunks; ordinal += 1) {
       const chunkId = chunkIdFor(document.id, ordinal);
@@ -298,9 +321,7 @@ export class KnowledgeBase implements Retriever {
       removedLength += chunk.length;
       for (const term of termFrequencies(chunk.text, { stopWords: this.stopWords }).keys()) {
         this.postings.remove(`${term}\u0000${document.collection}\u0000${chunkId}`);
-        const frequency = (this.terms.get(term) ?? 1) - 1;
-        if (frequency > 0) this.terms.put(term, frequency);
-        else this.terms.remove(term);
+        frequencies.set(term, (frequencies.get(term) ?? 0) - 1);
       }
       this.chunks.remove(chunkId);
       this.vectors.remove(`${document.collection}\u0000${chunkId}`);
@@ -338,7 +359,9 @@ export class KnowledgeBase implements Retriever {
     return this.storage.root.transactionSync(() => {
       const document = this.documents.get(documentId);
       if (!document || (collection !== undefined && document.collection !== collection)) return false;
-      this.removeInTransaction(document);
+      const frequencies = new Map<string, number>();
+      this.removeInTransaction(document, frequencies);
+      this.applyFrequencies(frequencies);
       return true;
     });
   }
@@ -354,13 +377,15 @@ export class KnowledgeBase implements Retriever {
       if (ids.length === 0) return removed;
       removed += this.storage.root.transactionSync(() => {
         let count = 0;
+        const frequencies = new Map<string, number>();
         for (const id of ids) {
           const document = this.documents.get(id);
           if (document) {
-            this.removeInTransaction(document);
+            this.removeInTransaction(document, frequencies);
             count += 1;
           } else this.byCollection.remove(`${collection}\u0000${id}`);
         }
+        this.applyFrequencies(frequencies);
         return count;
       });
     }
