@@ -432,3 +432,16 @@ export function socketQueues(filter: string): { recvQ: number; sendQ: number; so
     return undefined;
   }
 }
+
+/** CPU seconds (user + system) a process has used so far (Linux /proc), or undefined. */
+export function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return ticks / 100;
+  } catch {
+    return undefined;
+  }
+}

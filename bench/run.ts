@@ -9,6 +9,7 @@ import { builtinChatScenario } from './scenario-builtin-chat.js';
 import { gatewayOverheadScenario } from './scenario-gateway-overhead.js';
 import { healthScenario } from './scenario-health.js';
 import { peerGatewayScenario } from './scenario-peer-gateway.js';
+import { ragScenario } from './scenario-rag.js';
 import { slowReadersScenario } from './scenario-slow-readers.js';
 import { streamsScenario } from './scenario-streams.js';
 import {
@@ -38,6 +39,7 @@ export const SCENARIOS: Scenario[] = [
   streamsScenario,
   slowReadersScenario,
   abortScenario,
+  ragScenario,
 ];
 
 /** Hard stop per scenario: each is designed to finish well inside two minutes. */

@@ -3,12 +3,14 @@
  * per open stream, time to first delta, inter-chunk jitter against the upstream's pace, errors.
  */
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
-import { openFileLimit, percentile, round, rssBytes, sleep, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
-import { openStreams, type SseStream } from './sse-client.js';
+import { cpuSeconds, openFileLimit, percentile, round, rssBytes, sleep, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { openStreams, SseStream } from './sse-client.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { probe } from './colloquy.js';
 
 const MIB = 1024 * 1024;
+/** Short streams opened one at a time while the N streams are held open, to time the first delta. */
+const PROBES = 40;
 
 /** Counts errors by message. */
 export function errorSummary(streams: SseStream[]): string {
@@ -36,15 +38,28 @@ async function runStep(serverPort: number, serverPid: number, step: Step, count:
     body: { message, model: MOCK_MODEL_ID },
     dialect: 'colloquy',
   }));
-  // Every stream is open from the end of the ramp until the first one finishes: sample RSS then.
+  // Every stream is open from the end of the ramp until the first one finishes: sample RSS then,
+  // and time the first delta of short probe streams opened one at a time beside the N open ones.
   let peakRss = idleRss;
   const openDuring: number[] = [];
-  const holdEnd = performance.now() + step.holdMs - 500;
+  const holdStart = performance.now();
+  const holdEnd = holdStart + step.holdMs - 500;
+  const cpuAtStart = cpuSeconds(serverPid);
+  const probes: SseStream[] = [];
+  let nextProbe = holdStart + 500;
   while (performance.now() < holdEnd) {
-    await sleep(250);
+    await sleep(50);
     peakRss = Math.max(peakRss, rssBytes(serverPid) ?? 0);
+    if (performance.now() >= nextProbe && probes.length < PROBES) {
+      nextProbe += (step.holdMs - 1500) / PROBES;
+      probes.push(new SseStream({ port: serverPort, path: '/api/chat/stream', body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID }, dialect: 'colloquy' }));
+    }
     openDuring.push(streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length);
   }
+  const cpuAtEnd = cpuSeconds(serverPid);
+  const cpuShare = cpuAtStart !== undefined && cpuAtEnd !== undefined ? (cpuAtEnd - cpuAtStart) / ((performance.now() - holdStart) / 1000) : Number.NaN;
+  await Promise.all(probes.map((probe) => probe.finished));
+  const probeTtfd = probes.filter((probe) => probe.firstDeltaAt > 0).map((probe) => probe.firstDeltaAt - probe.startedAt);
   const deadline = sleep(chunks * step.intervalMs + 15_000).then(() => 'timeout' as const);
   const all = Promise.all(streams.map((stream) => stream.finished));
   if ((await Promise.race([all, deadline])) === 'timeout') for (const stream of streams) if (!stream.completed) stream.destroy();
@@ -63,8 +78,11 @@ async function runStep(serverPort: number, serverPid: number, step: Step, count:
     'RSS idle MiB': round(idleRss / MIB, 1),
     'RSS peak MiB': round(peakRss / MIB, 1),
     'KiB/stream': round(perStream / 1024, 1),
-    'TTFD p50 ms': round(percentile(ttfd, 0.5), 2),
-    'TTFD p99 ms': round(percentile(ttfd, 0.99), 2),
+    'server CPU %': round(cpuShare * 100, 0),
+    'TTFD ramp p50 ms': round(percentile(ttfd, 0.5), 2),
+    'TTFD ramp p99 ms': round(percentile(ttfd, 0.99), 2),
+    'TTFD probe p50 ms': round(percentile(probeTtfd, 0.5), 2),
+    'TTFD probe p99 ms': round(percentile(probeTtfd, 0.99), 2),
     'jitter p50 ms': round(percentile(jitter, 0.5), 2),
     'jitter p99 ms': round(percentile(jitter, 0.99), 2),
     completed,
@@ -97,6 +115,10 @@ export const streamsScenario: Scenario = {
             { target: 1000, intervalMs: 1000, holdMs: 5000, rampPerSecond: 2000 },
             { target: 10_000, intervalMs: 1000, holdMs: 6000, rampPerSecond: 2000 },
           ];
+      // Warm-up: JIT, the upstream keep-alive pool and LMDB see some traffic before anything is timed.
+      const warm = await openStreams(300, 1000, () => ({ port: server.port, path: '/api/chat/stream', body: { message: 'Warm up. [mock chunks=3 interval_ms=50 size=8]', model: MOCK_MODEL_ID }, dialect: 'colloquy' }));
+      await Promise.all(warm.map((stream) => stream.finished));
+      await sleep(500);
       const rows: Row[] = [];
       const goals: GoalCheck[] = [];
       const notes: string[] = [];
@@ -112,8 +134,8 @@ export const streamsScenario: Scenario = {
         }
         await sleep(1000);
       }
-      notes.push('TTFD: request written → first `delta` event at the client (the mock sends its first token at once); jitter: |gap between deltas − upstream pace|');
-      notes.push('clients open streams at 2000/s; RSS is the server process (VmRSS), idle = before the step');
+      notes.push('TTFD: request written → first `delta` event at the client (the mock sends its first token at once); "ramp" = the N streams themselves while being opened at 2000/s, "probe" = 40 short streams opened one at a time while all N are open');
+      notes.push('jitter: |gap between consecutive deltas − upstream pace|; server CPU % = CPU time of the server process over the hold window (100 = one core); RSS is VmRSS of the server, idle = before the step');
       return { rows, goals, notes };
     } finally {
       await server.stop();
