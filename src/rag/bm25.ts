@@ -28,7 +28,10 @@ export interface CorpusFigures {
   averageLength: number;
 }
 
-/** The `limit` best chunks for the query terms, best first (ties broken by chunk id, so results are stable). */
+/**
+ * The `limit` best chunks for the query terms, best first (ties broken by chunk key, so results are
+ * stable). `collection` is the collection's short code as used in posting keys.
+ */
 export function scoreBm25(
   index: LexicalIndex,
   queryTerms: string[],
@@ -41,7 +44,7 @@ export function scoreBm25(
     .filter((entry) => entry.df > 0)
     .sort((left, right) => left.df - right.df);
   const scores = new Map<string, number>();
-  // Candidate chunk id → its collection, needed to build the posting key for point lookups.
+  // Candidate chunk key → its collection code, needed to build the posting key for point lookups.
   const collections = new Map<string, string>();
   const averageLength = corpus.averageLength || 1;
   const weight = (tf: number, length: number, idf: number) => (idf * tf * (K1 + 1)) / (tf + K1 * (1 - B + (B * length) / averageLength));

@@ -5,12 +5,15 @@
  * Layout (one sub-database each, all in the service's single LMDB environment):
  *   rag-documents   document_id → DocumentRecord
  *   rag-by-coll     `${collection}\0${document_id}` → 1 (lists a collection without a full scan)
- *   rag-collections name → {documents, chunks}
- *   rag-chunks      chunk_id → ChunkRecord (text and token length)
- *   rag-postings    `${term}\0${collection}\0${chunk_id}` → [tf, chunk length]
+ *   rag-collections name → {documents, chunks, code}
+ *   rag-chunks      chunk key → ChunkRecord (text and token length)
+ *   rag-postings    `${term}\0${collection code}\0${chunk key}` → [tf, chunk length]
  *   rag-terms       term → document frequency (in chunks)
- *   rag-vectors     `${collection}\0${chunk_id}` → Float32 vector bytes (embeddings only)
- *   rag-meta        corpus totals, persisted query counters, index settings
+ *   rag-vectors     `${collection code}\0${chunk key}` → Float32 vector bytes (embeddings only)
+ *   rag-meta        corpus totals, sequences, persisted query counters, index settings
+ *
+ * Chunk keys and collection codes are short base-36 sequence numbers rather than names: a chunk
+ * has ~100 postings, so every byte of the posting key is paid ~100 times (see docs/benchmarks.md).
  *
  * Writes run in synchronous LMDB write transactions: lmdb-js asynchronous transaction callbacks
  * never run on this platform (the promise stays pending), and a synchronous transaction is also what
@@ -66,6 +69,8 @@ export interface DocumentRecord {
   url: string | undefined;
   collection: string;
   chunks: number;
+  /** Keys of its chunks in rag-chunks, in order. */
+  chunk_keys: string[];
   chars: number;
   format: DocumentFormat;
   indexed_at: string;
@@ -106,6 +111,8 @@ interface CountersRecord {
 interface CollectionRecord {
   documents: number;
   chunks: number;
+  /** Short code used in posting and vector keys. */
+  code: string;
 }
 
 export interface CollectionSummary {
@@ -153,8 +160,9 @@ export function documentIdFor(collection: string, key: string): string {
   return `doc_${createHash('sha256').update(`${collection}\u0000${key}`).digest('hex').slice(0, 24)}`;
 }
 
+/** The public id of a chunk (Passage.chunkId): its document and position. */
 function chunkIdFor(documentId: string, ordinal: number): string {
-  return `${documentId}-${String(ordinal).padStart(5, '0')}`;
+  return `${documentId}-${ordinal}`;
 }
 
 /** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB. */
@@ -263,21 +271,24 @@ export class KnowledgeBase implements Retriever {
     if (existing) this.removeInTransaction(existing, dfChanges);
     const now = new Date().toISOString();
     const corpus = this.corpus();
-    const collection = this.collectionsDb.get(prepared.collection) ?? { documents: 0, chunks: 0 };
+    const collection = this.collectionsDb.get(prepared.collection) ?? { documents: 0, chunks: 0, code: this.nextSequence('collection_sequence') };
+    const code = collection.code;
     let totalLength = 0;
+    const chunkKeys: string[] = [];
     prepared.pieces.forEach((text, ordinal) => {
-      const chunkId = chunkIdFor(prepared.id, ordinal);
+      const chunkId = this.nextSequence('chunk_sequence');
+      chunkKeys.push(chunkId);
       const frequencies = termFrequencies(text, { stopWords: this.stopWords });
       let length = 0;
       for (const count of frequencies.values()) length += count;
       totalLength += length;
       this.chunks.put(chunkId, { document_id: prepared.id, collection: prepared.collection, ordinal, text, length });
       for (const [term, tf] of frequencies) {
-        this.postings.put(`${term}\u0000${prepared.collection}\u0000${chunkId}`, [tf, length]);
+        this.postings.put(`${term}\u0000${code}\u0000${chunkId}`, [tf, length]);
         dfChanges.set(term, (dfChanges.get(term) ?? 0) + 1);
       }
       const vector = prepared.vectors?.[ordinal];
-      if (vector) this.vectors.put(`${prepared.collection}\u0000${chunkId}`, Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength));
+      if (vector) this.vectors.put(`${code}\u0000${chunkId}`, Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength));
     });
     this.documents.put(prepared.id, {
       id: prepared.id,
@@ -286,12 +297,13 @@ export class KnowledgeBase implements Retriever {
       url: prepared.url,
       collection: prepared.collection,
       chunks: prepared.pieces.length,
+      chunk_keys: chunkKeys,
       chars: prepared.text.length,
       format: prepared.format,
       indexed_at: now,
     });
     this.byCollection.put(`${prepared.collection}\u0000${prepared.id}`, 1);
-    this.collectionsDb.put(prepared.collection, { documents: collection.documents + 1, chunks: collection.chunks + prepared.pieces.length });
+    this.collectionsDb.put(prepared.collection, { documents: collection.documents + 1, chunks: collection.chunks + prepared.pieces.length, code });
     this.meta.put('corpus', {
       documents: corpus.documents + 1,
       chunks: corpus.chunks + prepared.pieces.length,
@@ -314,17 +326,17 @@ export class KnowledgeBase implements Retriever {
   /** Removes a document and everything indexed for it; runs inside a write transaction. */
   private removeInTransaction(document: DocumentRecord, frequencies: Map<string, number>): void {
     let removedLength = 0;
-    for (let ordinal = 0; ordinal < document.chunks; ordinal += 1) {
-      const chunkId = chunkIdFor(document.id, ordinal);
+    const code = this.collectionsDb.get(document.collection)?.code;
+    for (const chunkId of document.chunk_keys) {
       const chunk = this.chunks.get(chunkId);
       if (!chunk) continue;
       removedLength += chunk.length;
       for (const term of termFrequencies(chunk.text, { stopWords: this.stopWords }).keys()) {
-        this.postings.remove(`${term}\u0000${document.collection}\u0000${chunkId}`);
+        this.postings.remove(`${term}\u0000${code}\u0000${chunkId}`);
         frequencies.set(term, (frequencies.get(term) ?? 0) - 1);
       }
       this.chunks.remove(chunkId);
-      this.vectors.remove(`${document.collection}\u0000${chunkId}`);
+      this.vectors.remove(`${code}\u0000${chunkId}`);
     }
     this.documents.remove(document.id);
     this.byCollection.remove(`${document.collection}\u0000${document.id}`);
@@ -332,7 +344,7 @@ export class KnowledgeBase implements Retriever {
     if (collection) {
       const documents = collection.documents - 1;
       if (documents <= 0) this.collectionsDb.remove(document.collection);
-      else this.collectionsDb.put(document.collection, { documents, chunks: Math.max(0, collection.chunks - document.chunks) });
+      else this.collectionsDb.put(document.collection, { documents, chunks: Math.max(0, collection.chunks - document.chunks), code: collection.code });
     }
     const corpus = this.corpus();
     this.meta.put('corpus', {
@@ -341,6 +353,13 @@ export class KnowledgeBase implements Retriever {
       total_length: Math.max(0, corpus.total_length - removedLength),
       last_indexed: corpus.last_indexed,
     } satisfies CorpusRecord);
+  }
+
+  /** The next value of a persisted counter, base 36; runs inside a write transaction. */
+  private nextSequence(name: 'chunk_sequence' | 'collection_sequence'): string {
+    const value = ((this.meta.get(name) as number | undefined) ?? 0) + 1;
+    this.meta.put(name, value);
+    return value.toString(36);
   }
 
   /** True when the collection holds at least one document. */
@@ -418,18 +437,23 @@ export class KnowledgeBase implements Retriever {
     const topK = Math.max(1, Math.min(options.topK, 50));
     const candidatesWanted = Math.max(50, topK * 4);
     const corpus = this.corpus();
-    const lexical = scoreBm25(
-      { postings: this.postings, terms: this.terms },
-      tokenize(query, { stopWords: this.stopWords }),
-      { chunks: corpus.chunks, averageLength: corpus.chunks > 0 ? corpus.total_length / corpus.chunks : 0 },
-      { collection: options.collection, limit: candidatesWanted },
-    );
+    // An unknown collection has no code: nothing can match, but the query still counts.
+    const code = options.collection === undefined ? undefined : this.collectionsDb.get(options.collection)?.code;
+    const searchable = corpus.chunks > 0 && (options.collection === undefined || code !== undefined);
+    const lexical = searchable
+      ? scoreBm25(
+          { postings: this.postings, terms: this.terms },
+          tokenize(query, { stopWords: this.stopWords }),
+          { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
+          { collection: code, limit: candidatesWanted },
+        )
+      : [];
 
     let vectorHits: VectorHit[] = [];
-    if (this.options.embedder && corpus.chunks > 0) {
+    if (this.options.embedder && searchable) {
       try {
         const [vector] = await this.options.embedder.embed([query], signal);
-        if (vector) vectorHits = this.vectorSearch(vector, options.collection, candidatesWanted);
+        if (vector) vectorHits = this.vectorSearch(vector, code, candidatesWanted);
       } catch (error) {
         if (signal?.aborted) throw error;
         // Lexical retrieval still answers when the embeddings upstream is down.
@@ -447,7 +471,7 @@ export class KnowledgeBase implements Retriever {
       if (!titles.has(chunk.document_id)) titles.set(chunk.document_id, this.documents.get(chunk.document_id));
       const document = titles.get(chunk.document_id);
       if (!document) continue;
-      passages.push({ documentId: document.id, chunkId: hit.chunkId, title: document.title, url: document.url, text: chunk.text, score: round(hit.score, 6) });
+      passages.push({ documentId: document.id, chunkId: chunkIdFor(document.id, chunk.ordinal), title: document.title, url: document.url, text: chunk.text, score: round(hit.score, 6) });
     }
     const elapsedMs = performance.now() - started;
     this.options.observeRetrieval?.(elapsedMs / 1000);
@@ -478,11 +502,15 @@ export class KnowledgeBase implements Retriever {
   }
 
   /** Exact cosine similarity over the stored unit vectors of one collection (or all). */
-  private vectorSearch(query: Float32Array, collection: string | undefined, limit: number): VectorHit[] {
-    const range = collection === undefined ? {} : { start: `${collection}\u0000`, end: `${collection}\u0001` };
+  private vectorSearch(query: Float32Array, code: string | undefined, limit: number): VectorHit[] {
+    const range = code === undefined ? {} : { start: `${code}\u0000`, end: `${code}\u0001` };
     const best: VectorHit[] = [];
     for (const { key, value } of this.vectors.getRange(range)) {
-      const vector = new Float32Array(value.buffer, value.byteOffset, value.byteLength / 4);
+      // A Float32Array view needs 4-byte alignment; LMDB hands out buffers at any offset.
+      const vector =
+        value.byteOffset % 4 === 0
+          ? new Float32Array(value.buffer, value.byteOffset, value.byteLength / 4)
+          : new Float32Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
       if (vector.length !== query.length) continue;
       let similarity = 0;
       for (let index = 0; index < vector.length; index += 1) similarity += vector[index]! * query[index]!;
