@@ -28,7 +28,7 @@ import {
   type Scenario,
   type ScenarioResult,
 } from './harness.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 
 /** Every scenario, in the order of the issue. New scenarios register here. */
 export const SCENARIOS: Scenario[] = [
@@ -63,15 +63,31 @@ ${SCENARIOS.map((scenario) => `  ${String(scenario.number).padStart(2)}  ${scena
   --duration S  seconds per measured load step (default 5)
   --quick       shorter steps and smaller stream counts (checks the harness, figures are rough)
   --profile     start the server under test with --cpu-prof (profiles in bench/results/profiles/)
+  --update-docs replace the results section of docs/benchmarks.md with this run (full runs only)
 `;
 
-function parseArgs(argv: string[]): { selected: Scenario[]; options: RunOptions } | undefined {
+const DOCS_START = '<!-- bench:results:start -->';
+const DOCS_END = '<!-- bench:results:end -->';
+
+/** Puts this run's Markdown between the markers in docs/benchmarks.md. */
+function updateDocs(markdown: string): void {
+  const path = join(REPO_ROOT, 'docs', 'benchmarks.md');
+  const text = readFileSync(path, 'utf8');
+  const start = text.indexOf(DOCS_START);
+  const end = text.indexOf(DOCS_END);
+  if (start < 0 || end < start) throw new Error(`docs/benchmarks.md has no ${DOCS_START} … ${DOCS_END} section`);
+  writeFileSync(path, `${text.slice(0, start + DOCS_START.length)}\n${markdown}${text.slice(end)}`);
+}
+
+function parseArgs(argv: string[]): { selected: Scenario[]; options: RunOptions; updateDocs: boolean } | undefined {
   const options: RunOptions = { duration: 5, quick: false, profileDir: undefined };
+  let docs = false;
   const wanted: string[] = [];
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index]!;
     if (arg === '--help' || arg === '-h') return undefined;
     if (arg === '--quick') options.quick = true;
+    else if (arg === '--update-docs') docs = true;
     else if (arg === '--profile') options.profileDir = join(REPO_ROOT, 'bench', 'results', 'profiles');
     else if (arg === '--duration') {
       const value = Number(argv[++index]);
@@ -88,7 +104,8 @@ function parseArgs(argv: string[]): { selected: Scenario[]; options: RunOptions 
           if (!found) throw new Error(`unknown scenario "${name}"`);
           return found;
         });
-  return { selected, options };
+  if (docs && (wanted.length > 0 || options.quick)) throw new Error('--update-docs needs a full run (all scenarios, no --quick)');
+  return { selected, options, updateDocs: docs };
 }
 
 async function runOne(scenario: Scenario, options: RunOptions): Promise<Outcome> {
@@ -164,7 +181,7 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  const { selected, options } = parsed;
+  const { selected, options, updateDocs: docs } = parsed;
   pinSelfToLoadCpu();
   const machine = machineInfo();
   process.stdout.write(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}\n`);
@@ -187,8 +204,13 @@ async function main(): Promise<number> {
   const summary = { machine, options, outcomes };
   writeResult('latest', summary);
   writeResult(`run-${machine.date.replace(/[:.]/g, '-')}`, summary);
-  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'latest.md'), renderMarkdown(machine, outcomes));
+  const markdown = renderMarkdown(machine, outcomes);
+  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'latest.md'), markdown);
   process.stdout.write('results: bench/results/latest.json, bench/results/latest.md\n');
+  if (docs) {
+    updateDocs(markdown);
+    process.stdout.write('docs/benchmarks.md updated from this run\n');
+  }
   return outcomes.some((outcome) => outcome.status === 'failed') ? 1 : 0;
 }
 

@@ -79,6 +79,10 @@ export const peerGatewayScenario: Scenario = {
       const peerStream = await streamCheck(peer.port, '/v1/chat/completions', { model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: directive }] }, theirs.headers!, 'openai', 8);
       const oursStream = await streamCheck(server.port, '/api/chat/stream', { message: directive, model: MOCK_MODEL_ID }, {}, 'colloquy', 8);
       notes.push(`streaming on Node ${process.version}: peer ${peerStream}; colloquy ${oursStream}`);
+      if (!peerStream.startsWith('ok')) {
+        const reason = peer.child.stderr().split('\n').find((line) => /Error/.test(line));
+        if (reason) notes.push(`peer's own log for the failed stream: ${reason.trim().slice(0, 200)}`);
+      }
       const streamTargets = [];
       if (peerStream.startsWith('ok')) {
         streamTargets.push({ name: 'peer gateway', request: { ...theirs, bodies: [JSON.stringify({ model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: MESSAGE }] })], connections: 50, durationSeconds: seconds } });
