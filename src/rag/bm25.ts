@@ -36,8 +36,9 @@ export function scoreBm25(
   index: LexicalIndex,
   queryTerms: string[],
   corpus: CorpusFigures,
-  options: { collection: string | undefined; limit: number },
+  options: { collection: string | undefined; limit: number; scanLimit?: number },
 ): LexicalHit[] {
+  const scanLimit = options.scanLimit ?? SCAN_LIMIT;
   if (corpus.chunks === 0 || queryTerms.length === 0) return [];
   const unique = [...new Set(queryTerms)]
     .map((term) => ({ term, df: index.terms.get(term) ?? 0 }))
@@ -51,7 +52,7 @@ export function scoreBm25(
 
   for (const { term, df } of unique) {
     const idf = Math.log(1 + (corpus.chunks - df + 0.5) / (df + 0.5));
-    if (df > SCAN_LIMIT && scores.size > 0) {
+    if (df > scanLimit && scores.size > 0) {
       for (const [chunkId, collection] of collections) {
         const posting = index.postings.get(`${term}\u0000${collection}\u0000${chunkId}`);
         if (posting) scores.set(chunkId, (scores.get(chunkId) ?? 0) + weight(posting[0], posting[1], idf));
@@ -60,7 +61,7 @@ export function scoreBm25(
     }
     const prefix = options.collection === undefined ? `${term}\u0000` : `${term}\u0000${options.collection}\u0000`;
     const end = options.collection === undefined ? `${term}\u0001` : `${term}\u0000${options.collection}\u0001`;
-    for (const { key, value } of index.postings.getRange({ start: prefix, end, limit: SCAN_LIMIT })) {
+    for (const { key, value } of index.postings.getRange({ start: prefix, end, limit: scanLimit })) {
       const chunkStart = key.lastIndexOf('\u0000') + 1;
       const chunkId = key.slice(chunkStart);
       if (!collections.has(chunkId)) collections.set(chunkId, key.slice(term.length + 1, chunkStart - 1));

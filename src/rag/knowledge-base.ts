@@ -147,6 +147,8 @@ export interface KnowledgeBaseOptions {
   stopWords?: boolean;
   /** How long query counters may stay in memory before they are written (ms). */
   statsFlushMs?: number;
+  /** Posting-list length above which a term is only looked up, not scanned (bm25.ts SCAN_LIMIT). */
+  scanLimit?: number;
 }
 
 /** Where the `add` of a batch is: for progress bars. */
@@ -445,7 +447,7 @@ export class KnowledgeBase implements Retriever {
           { postings: this.postings, terms: this.terms },
           tokenize(query, { stopWords: this.stopWords }),
           { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
-          { collection: code, limit: candidatesWanted },
+          { collection: code, limit: candidatesWanted, scanLimit: this.options.scanLimit },
         )
       : [];
 
