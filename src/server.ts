@@ -37,7 +37,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const search = createSearchProvider(config.search, { metrics, logger, retriever: () => services.retriever });
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, metrics, options.clock);
-  const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
+  const knowledge = createKnowledgeBase(config, storage, { logger });
   const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, retriever: knowledge, startedAt: performance.now() };
 
   const http = new HttpServer({

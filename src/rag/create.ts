@@ -1,24 +1,24 @@
 /** Builds the knowledge base from the config, for the server and the CLI alike. */
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
 import type { LmdbStorage } from '../store/lmdb.js';
 import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
 
 /** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
-export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStorage, deps: { logger?: Logger; metrics?: Metrics } = {}): KnowledgeBase {
+export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStorage, deps: { logger?: Logger } = {}): KnowledgeBase {
   const embeddings = config.rag.embeddings;
   const embedder = embeddings
     ? new OpenAiEmbedder({ baseUrl: embeddings.baseUrl, model: embeddings.model, apiKey: embeddings.apiKey, timeoutMs: config.upstream.firstByteTimeoutMs })
     : undefined;
-  const histogram = deps.metrics?.retrievalDuration;
   return new KnowledgeBase(storage, {
     chunkSize: config.rag.chunkSize,
     chunkOverlap: config.rag.chunkOverlap,
     minScore: config.rag.minScore,
     embedder,
     logger: deps.logger,
-    observeRetrieval: histogram ? (seconds) => histogram.observe(seconds) : undefined,
+    // colloquy_retrieval_duration_seconds is observed by the chat pipeline around retrieve();
+    // observing here as well would count every chat retrieval twice.
+    observeRetrieval: undefined,
   });
 }
