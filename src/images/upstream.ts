@@ -1,9 +1,11 @@
 /**
- * One JSON call to an image upstream with a deadline, a response size cap and safe error mapping:
- * what reaches the client says what went wrong (status class, timeout) without upstream internals
- * (stack traces from a Python server) or anything that could carry a credential.
+ * One JSON call to an image upstream: the shared JSON transport (deadline, size cap, no redirects)
+ * plus the image wording. What reaches the client says what went wrong (status class, timeout)
+ * without upstream internals (stack traces from a Python server) or anything that could carry a
+ * credential; only a 400/422 reason is passed on, redacted.
  */
 import { ApiError } from '../errors.js';
+import { callJson, type JsonReply } from '../upstream/json-call.js';
 
 export interface UpstreamJsonCall {
   /** Provider name for messages. */
@@ -22,6 +24,8 @@ export interface UpstreamJsonCall {
 
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 const MAX_DETAIL_CHARS = 300;
+/** The statuses fetch treats as redirects (a 300 or 304 is an ordinary failed status). */
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
 /**
  * Removes anything that looks like a credential (bearer tokens, `sk-…` keys, long opaque strings)
@@ -56,6 +60,8 @@ function upstreamSentence(body: unknown): string | undefined {
 
 /** Maps an upstream HTTP failure to the contract's error; only a 400/422 reason is passed on, redacted. */
 function statusError(label: string, status: number, body: unknown): ApiError {
+  // A refused redirect reads as an unreachable upstream: the configured address did not serve the call.
+  if (REDIRECT_STATUSES.has(status)) return new ApiError('upstream_error', `The image provider (${label}) could not be reached.`);
   if (status === 400 || status === 422) {
     const sentence = upstreamSentence(body);
     const reason = sentence ? `: ${redactSecrets(sentence).slice(0, MAX_DETAIL_CHARS)}` : '.';
@@ -69,68 +75,28 @@ function statusError(label: string, status: number, body: unknown): ApiError {
   return new ApiError('upstream_error', `The image provider (${label}) failed (HTTP ${status}).`);
 }
 
-async function readCapped(response: Response, maxBytes: number, label: string): Promise<Buffer> {
-  const declared = Number(response.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await response.body?.cancel();
-    throw new ApiError('upstream_error', `The image provider (${label}) sent a response larger than ${maxBytes} bytes.`);
-  }
-  if (!response.body) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of response.body) {
-    total += chunk.byteLength;
-    if (total > maxBytes) {
-      await response.body.cancel().catch(() => undefined);
-      throw new ApiError('upstream_error', `The image provider (${label}) sent a response larger than ${maxBytes} bytes.`);
-    }
-    chunks.push(Buffer.from(chunk));
-  }
-  return Buffer.concat(chunks);
-}
-
-function parseJson(bytes: Buffer): unknown {
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
 /** Sends one request and returns the parsed JSON body of a 2xx reply; every failure is an ApiError. */
 export async function callUpstreamJson(call: UpstreamJsonCall): Promise<unknown> {
-  const deadline = AbortSignal.timeout(call.timeoutMs);
-  const signal = AbortSignal.any([call.signal, deadline]);
-  const failure = (): ApiError => {
-    if (deadline.aborted && !call.signal.aborted) {
-      return new ApiError('upstream_timeout', `The image provider (${call.label}) did not answer within ${Math.ceil(call.timeoutMs / 1000)} s.`);
-    }
-    if (call.signal.aborted) return new ApiError('unavailable', 'The image request was cancelled.');
-    return new ApiError('upstream_error', `The image provider (${call.label}) could not be reached.`);
-  };
-
-  let response: Response;
+  const subject = `The image provider (${call.label})`;
+  let reply: JsonReply;
   try {
-    response = await fetch(call.url, {
+    reply = await callJson({
+      subject,
+      url: call.url,
       method: call.method,
       headers: { accept: 'application/json', ...(call.body === undefined ? {} : { 'content-type': 'application/json' }), ...call.headers },
       body: call.body === undefined ? undefined : JSON.stringify(call.body),
-      signal,
-      redirect: 'error',
+      signal: call.signal,
+      timeoutMs: call.timeoutMs,
+      maxBytes: call.maxBytes ?? DEFAULT_MAX_BYTES,
+      wording: { timeout: `${subject} did not answer within ${Math.ceil(call.timeoutMs / 1000)} s.` },
     });
-  } catch {
-    throw failure();
-  }
-
-  let bytes: Buffer;
-  try {
-    bytes = await readCapped(response, call.maxBytes ?? DEFAULT_MAX_BYTES, call.label);
   } catch (error) {
-    if (error instanceof ApiError) throw error;
-    throw failure();
+    // Images answer a cancelled request the way the built-in renderer does.
+    if (call.signal.aborted) throw new ApiError('unavailable', 'The image request was cancelled.');
+    throw error;
   }
-  const body = parseJson(bytes);
-  if (!response.ok) throw statusError(call.label, response.status, body);
-  if (body === undefined) throw new ApiError('upstream_error', `The image provider (${call.label}) sent a reply that is not JSON.`);
-  return body;
+  if (reply.status < 200 || reply.status >= 300) throw statusError(call.label, reply.status, reply.json);
+  if (reply.json === undefined) throw new ApiError('upstream_error', `${subject} sent a reply that is not JSON.`);
+  return reply.json;
 }

@@ -3,6 +3,11 @@
  * L2-normalised so cosine similarity is a plain dot product at query time.
  */
 import { ApiError } from '../errors.js';
+import { callJson, type JsonReply } from '../upstream/json-call.js';
+
+/** Upper bound on one batch's reply: 64 inputs of 3072 dimensions as JSON text stay well under it. */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+const UNREACHABLE = 'The embeddings upstream could not be reached or sent malformed data.';
 
 export interface EmbedderOptions {
   baseUrl: string;
@@ -54,29 +59,30 @@ export class OpenAiEmbedder implements Embedder {
   }
 
   private async embedBatch(inputs: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
-    const timeout = AbortSignal.timeout(this.options.timeoutMs);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
-    let body: EmbeddingsResponse;
+    let reply: JsonReply;
     try {
-      const response = await fetch(this.url, {
+      reply = await callJson({
+        subject: 'The embeddings upstream',
+        url: this.url,
         method: 'POST',
         headers,
         body: JSON.stringify({ model: this.model, input: inputs }),
-        signal: combined,
+        signal,
+        timeoutMs: this.options.timeoutMs,
+        maxBytes: MAX_RESPONSE_BYTES,
+        wording: { timeout: 'The embeddings upstream did not answer in time.', unreachable: UNREACHABLE },
       });
-      if (!response.ok) {
-        await response.body?.cancel();
-        throw new ApiError('upstream_error', `The embeddings upstream answered ${response.status}.`);
-      }
-      body = (await response.json()) as EmbeddingsResponse;
     } catch (error) {
+      // Anything but an ApiError is the caller's abort reason; it still has to leave as an ApiError.
       if (error instanceof ApiError) throw error;
-      if (timeout.aborted) throw new ApiError('upstream_timeout', 'The embeddings upstream did not answer in time.');
-      if (signal?.aborted) throw signal.reason instanceof ApiError ? signal.reason : new ApiError('invalid_request', 'The request was cancelled.');
-      throw new ApiError('upstream_error', 'The embeddings upstream could not be reached or sent malformed data.');
+      throw new ApiError('invalid_request', 'The request was cancelled.');
     }
+    if (reply.status < 200 || reply.status >= 300) throw new ApiError('upstream_error', `The embeddings upstream answered ${reply.status}.`);
+    if (reply.json === undefined) throw new ApiError('upstream_error', UNREACHABLE);
+    // A JSON `null` reply is a wrong shape like any other, not a crash.
+    const body = (reply.json ?? {}) as EmbeddingsResponse;
     const data = Array.isArray(body.data) ? body.data : [];
     if (data.length !== inputs.length) {
       throw new ApiError('upstream_error', `The embeddings upstream returned ${data.length} vectors for ${inputs.length} inputs.`);

@@ -1,11 +1,12 @@
 /**
- * One HTTP call to a search upstream: the request signal combined with the configured timeout,
- * redirects refused (only the configured host is ever contacted), the body read with a size cap,
- * and every failure turned into an ApiError whose message names the provider but never its key.
+ * A search provider's call to its upstream: the shared JSON transport with the search cap, the
+ * duration metric and a log line for an unreachable host; turning a status or shape into an error
+ * (below) names the provider and status but never its key or the upstream's own words.
  */
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import { callJson, type JsonReply } from '../upstream/json-call.js';
 
 /** Upper bound on a search response body; real ones are tens of kilobytes. */
 const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
@@ -27,90 +28,25 @@ export interface UpstreamRequest {
 }
 
 /** A completed upstream exchange: status and the body, parsed as JSON when it was JSON. */
-export interface UpstreamReply {
-  status: number;
-  /** Parsed JSON, or undefined when the body was empty or not JSON. */
-  json: unknown;
-  /** True when the body was present but could not be parsed as JSON. */
-  malformed: boolean;
-}
-
-/** Marks an abort caused by our own deadline, to tell it apart from the client leaving. */
-class DeadlineReached extends Error {}
+export type UpstreamReply = JsonReply;
 
 /** Performs the call and returns the reply, whatever its status; throws only for transport failures. */
-export async function callUpstream(request: UpstreamRequest, deps: UpstreamDeps, signal: AbortSignal): Promise<UpstreamReply> {
-  signal.throwIfAborted();
-  const controller = new AbortController();
-  const onClientAbort = () => controller.abort(signal.reason);
-  signal.addEventListener('abort', onClientAbort, { once: true });
-  const timer = setTimeout(() => controller.abort(new DeadlineReached()), deps.timeoutMs);
-  const started = performance.now();
-  let outcome = 'ok';
-  try {
-    const response = await fetch(request.url, {
-      method: request.method,
-      headers: request.headers,
-      body: request.body,
-      // A redirect could lead anywhere; the only host we talk to is the configured one.
-      redirect: 'manual',
-      signal: controller.signal,
-    });
-    const text = await readCapped(response, request.provider);
-    let json: unknown;
-    let malformed = false;
-    if (text.trim() !== '') {
-      try {
-        json = JSON.parse(text);
-      } catch {
-        malformed = true;
-      }
-    }
-    if (response.status < 200 || response.status >= 300) outcome = 'error';
-    return { status: response.status, json, malformed };
-  } catch (error) {
-    if (controller.signal.reason instanceof DeadlineReached) {
-      outcome = 'timeout';
-      throw new ApiError('upstream_timeout', `The search provider (${request.provider}) did not answer within ${deps.timeoutMs} ms.`);
-    }
-    if (signal.aborted) {
-      outcome = 'aborted';
-      throw signal.reason;
-    }
-    outcome = 'error';
-    if (error instanceof ApiError) throw error;
-    deps.logger.warn({ provider: request.provider, host: request.url.host, reason: describeCause(error) }, 'search upstream unreachable');
-    throw new ApiError('upstream_error', `The search provider (${request.provider}) could not be reached.`);
-  } finally {
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onClientAbort);
-    deps.metrics.upstreamDuration.observe({ provider: request.provider, outcome }, (performance.now() - started) / 1000);
-  }
-}
-
-/** Reads the whole body as text, refusing bodies over the cap instead of buffering them. */
-async function readCapped(response: Response, provider: string): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_RESPONSE_BYTES) {
-      await reader.cancel().catch(() => undefined);
-      throw new ApiError('upstream_error', `The search provider (${provider}) sent a response larger than ${MAX_RESPONSE_BYTES} bytes.`);
-    }
-    chunks.push(value);
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
-}
-
-function describeCause(error: unknown): string {
-  const cause = (error as { cause?: { code?: unknown } } | undefined)?.cause;
-  if (cause && typeof cause.code === 'string') return cause.code;
-  return error instanceof Error ? error.name : 'unknown';
+export function callUpstream(request: UpstreamRequest, deps: UpstreamDeps, signal: AbortSignal): Promise<UpstreamReply> {
+  const { provider, url } = request;
+  return callJson({
+    subject: `The search provider (${provider})`,
+    url,
+    method: request.method,
+    headers: request.headers,
+    body: request.body,
+    signal,
+    timeoutMs: deps.timeoutMs,
+    maxBytes: MAX_RESPONSE_BYTES,
+    observer: {
+      settled: (outcome, seconds) => deps.metrics.upstreamDuration.observe({ provider, outcome }, seconds),
+      unreachable: (reason) => deps.logger.warn({ provider, host: url.host, reason }, 'search upstream unreachable'),
+    },
+  });
 }
 
 /** Keeps an upstream error code only if it looks like a code (`RATE_LIMITED`), never free text. */
