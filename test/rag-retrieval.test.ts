@@ -69,6 +69,12 @@ describe('knowledge-base retrieval', () => {
     assert.deepEqual(await server.services.retriever!.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
   });
 
+  it('scores a whole document pasted as the question by its rarest terms and finds that document first', async () => {
+    const text = readFileSync(new URL('tcp.md', CORPUS), 'utf8');
+    const passages = await server.services.retriever!.retrieve(text, { topK: 3, collection: 'fixtures' });
+    assert.equal(passages[0]?.documentId, idsByFile.get('tcp.md'));
+  });
+
   it('returns nothing for a query that only shares stop words or unknown terms with the corpus', async () => {
     assert.deepEqual(await server.services.retriever!.retrieve('what is the of and', { topK: 3 }), []);
     assert.deepEqual(await server.services.retriever!.retrieve('zyxwvut qqqq', { topK: 3 }), []);

@@ -12,6 +12,11 @@ const K1 = 1.2;
 const B = 0.75;
 /** Postings read per term before switching to point lookups. */
 export const SCAN_LIMIT = 5000;
+/**
+ * Distinct query terms scored, the rarest first: a 32k-character message pasted as a question
+ * would otherwise cost one posting read per word it contains.
+ */
+export const MAX_QUERY_TERMS = 32;
 
 export interface LexicalHit {
   chunkId: string;
@@ -43,7 +48,8 @@ export function scoreBm25(
   const unique = [...new Set(queryTerms)]
     .map((term) => ({ term, df: index.terms.get(term) ?? 0 }))
     .filter((entry) => entry.df > 0)
-    .sort((left, right) => left.df - right.df);
+    .sort((left, right) => left.df - right.df)
+    .slice(0, MAX_QUERY_TERMS);
   const scores = new Map<string, number>();
   // Candidate chunk key → its collection code, needed to build the posting key for point lookups.
   const collections = new Map<string, string>();
