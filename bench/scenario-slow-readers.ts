@@ -56,14 +56,15 @@ export const slowReadersScenario: Scenario = {
       const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
       const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', check.status, check.body);
       if (skipped) return skipped;
-      const stalledCount = options.quick ? 50 : 200;
+      const stalledCount = options.quick ? 30 : 100;
       const fastCount = 50;
-      const phaseMs = options.quick ? 3000 : 6000;
+      // Short enough to finish while the stalled readers are still held (see the uWS timeout below).
+      const phaseMs = 3000;
       // Fast clients: a paced reply (20 ms per delta) that lasts the phase.
       const fastChunks = Math.floor(phaseMs / 20);
       const fastMessage = `Fast reader. [mock chunks=${fastChunks} interval_ms=20 size=16]`;
-      // Stalled clients: the upstream offers 4 KiB every 5 ms (800 KiB/s) for far longer than the phase.
-      const floodMessage = `Flood me. [mock chunks=100000 interval_ms=5 size=4096]`;
+      // Stalled clients: the upstream offers 8 KiB every 5 ms (1.6 MiB/s) for far longer than the test.
+      const floodMessage = `Flood me. [mock chunks=100000 interval_ms=5 size=8192]`;
 
       // Phase A: fast clients alone (baseline), after one warm-up round.
       await settle(await openFast(server.port, fastCount, fastMessage), phaseMs + 10_000);
@@ -75,7 +76,9 @@ export const slowReadersScenario: Scenario = {
       const idle = (await server.memoryAfterGc())!;
       const idleRss = rssBytes(server.pid) ?? idle.rss;
 
-      // Phase B: stalled readers first, then the same fast clients beside them.
+      // Phase B: stalled readers first; until every kernel buffer on the way is full they are simply
+      // fast streams, and the claim is about readers that are stalled, so wait until the upstream
+      // bytes stop moving, then measure what the server holds and run the fast clients beside them.
       const stalled = await openStreams(stalledCount, 1000, () => ({
         port: server.port,
         path: '/api/chat/stream',
@@ -83,24 +86,35 @@ export const slowReadersScenario: Scenario = {
         dialect: 'colloquy',
         stallAfterFirstDelta: true,
       }));
-      await sleep(1500);
-      const contendedStreams = await openFast(server.port, fastCount, fastMessage);
       let peakRss = idleRss;
       const sampler = setInterval(() => {
         peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
       }, 200);
-      await settle(contendedStreams, phaseMs + 10_000);
-      clearInterval(sampler);
-      const contended = fastFigures(contendedStreams);
-      // Let the kernel queues fill completely, then look at who holds what.
-      await sleep(2000);
-      peakRss = Math.max(peakRss, rssBytes(server.pid) ?? 0);
+      const fillStarted = performance.now();
+      let lastFlushed = -1;
+      for (;;) {
+        await sleep(250);
+        const { bytes_flushed: flushed } = await mockStats(mock.port);
+        if (flushed === lastFlushed || performance.now() - fillStarted > 30_000) break;
+        lastFlushed = flushed;
+      }
+      const fillSeconds = (performance.now() - fillStarted) / 1000;
       const held = (await server.memoryAfterGc())!;
       const upstream = await mockStats(mock.port);
       const upstreamQueues = socketQueues(`( dport = :${mock.port} )`);
       const clientQueues = socketQueues(`( sport = :${server.port} )`);
+      const contendedStreams = await openFast(server.port, fastCount, fastMessage);
+      await settle(contendedStreams, phaseMs + 10_000);
+      clearInterval(sampler);
+      const contended = fastFigures(contendedStreams);
       const stalledOk = stalled.filter((stream) => stream.isStalled).length;
+      const stillHeld = stalled.filter((stream) => !stream.error).length;
       const delivered = stalled.reduce((total, stream) => total + stream.bodyBytes, 0);
+      // uWS closes a connection whose pending output has not drained for 10 s: see how long the
+      // server keeps a stalled reader (bounded wait).
+      await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(15_000)]);
+      const cutByServer = stalled.filter((stream) => stream.error).length;
+      const cutSeconds = (performance.now() - fillStarted) / 1000;
       for (const stream of stalled) stream.destroy();
       await Promise.all(stalled.map((stream) => stream.finished));
       await sleep(1000);
@@ -138,7 +152,8 @@ export const slowReadersScenario: Scenario = {
       ];
       const fastOk = contended.completed === fastCount && baseline.completed === fastCount && slowdown <= 1.1;
       const notes = [
-        `stalled clients read one delta then stop reading; the mock offers each of them 4 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
+        `stalled clients read one delta then stop reading; the mock offers each of them 8 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
+        `the upstream stopped moving bytes to the stalled streams ${round(fillSeconds, 1)} s after they were opened (every kernel buffer on the way full: ${round(lastFlushed / stalledCount / KIB / KIB, 1)} MiB per stream had left the mock); memory was measured then, and the fast clients ran right after`,
         `heap figure: server heapUsed + external after a forced full GC (inspector), stalled minus idle, per stalled stream; RSS figure: peak RSS minus idle`,
       ];
       if (upstreamQueues && clientQueues) {
@@ -146,7 +161,8 @@ export const slowReadersScenario: Scenario = {
           `kernel queues while stalled: ${round(upstreamQueues.recvQ / KIB / KIB, 1)} MiB unread in the server's ${upstreamQueues.sockets} upstream sockets (${round(upstreamQueues.recvQ / Math.max(1, upstreamQueues.sockets) / KIB, 0)} KiB each), ${round(clientQueues.sendQ / KIB / KIB, 1)} MiB queued toward clients; the mock could not hand over ${round(upstream.bytes_pending / KIB / KIB, 1)} MiB more`,
         );
       }
-      notes.push(`stalled clients had received ${round(delivered / stalledCount / KIB, 1)} KiB each before stalling`);
+      notes.push(`stalled clients had received ${round(delivered / stalledCount / KIB, 1)} KiB each before stalling; ${stillHeld} of ${stalledCount} were still connected when the fast clients finished`);
+      notes.push(`${cutByServer} of ${stalledCount} stalled readers were disconnected by the server within ${round(cutSeconds, 1)} s of stalling`);
       notes.push(
         `after the stalled clients disconnected: heap+ext ${round((released.heapUsed + released.external) / KIB / KIB, 1)} MiB after GC, upstream streams closed early ${after.streams_closed_early}, still open ${after.streams_open}`,
       );
