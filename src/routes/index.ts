@@ -10,16 +10,23 @@ import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
 import { keyRoutes } from './keys.js';
 import { metricsRoutes } from './metrics.js';
-import { notImplementedRoutes } from './not-implemented.js';
 import { quotaRoutes } from './quota.js';
 import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
-  const routes: Route[] = [...healthRoutes(services), ...metricsRoutes(services), ...imageRoutes(services), ...dashboardRoutes(services)];
-  routes.push(...keyRoutes(services), ...adminRoutes(services), ...quotaRoutes(services), ...sessionRoutes(services));
-  routes.push(...ragRoutes(services));
   const providers = createProviderRegistry(services.config);
-  routes.push(...chatRoutes(services, providers), ...modelsRoutes(services, providers));
-  return [...routes, ...notImplementedRoutes(routes)];
+  return [
+    ...healthRoutes(services),
+    ...metricsRoutes(services),
+    ...chatRoutes(services, providers),
+    ...modelsRoutes(services, providers),
+    ...imageRoutes(services),
+    ...sessionRoutes(services),
+    ...quotaRoutes(services),
+    ...keyRoutes(services),
+    ...adminRoutes(services),
+    ...ragRoutes(services),
+    ...dashboardRoutes(services),
+  ];
 }
