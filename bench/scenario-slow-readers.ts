@@ -110,8 +110,7 @@ export const slowReadersScenario: Scenario = {
       const stalledOk = stalled.filter((stream) => stream.isStalled).length;
       const stillHeld = stalled.filter((stream) => !stream.error).length;
       const delivered = stalled.reduce((total, stream) => total + stream.bodyBytes, 0);
-      // uWS closes a connection whose pending output has not drained for 10 s: see how long the
-      // server keeps a stalled reader (bounded wait).
+      // Does the server ever give up on a stalled reader by itself? (bounded wait)
       await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(15_000)]);
       const cutByServer = stalled.filter((stream) => stream.error).length;
       const cutSeconds = (performance.now() - fillStarted) / 1000;

@@ -9,6 +9,11 @@ import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { probe } from './colloquy.js';
 
 const MIB = 1024 * 1024;
+
+function cpuOfThisProcess(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1e6;
+}
 /** Short streams opened one at a time while the N streams are held open, to time the first delta. */
 const PROBES = 40;
 
@@ -27,7 +32,7 @@ interface Step {
 }
 
 /** Runs one step and returns its row plus the figures the goal needs. */
-async function runStep(serverPort: number, serverPid: number, step: Step, count: number): Promise<{ row: Row; peakRss: number; idleRss: number }> {
+async function runStep(serverPort: number, serverPid: number, mockPid: number, step: Step, count: number): Promise<{ row: Row; peakRss: number; idleRss: number }> {
   const rampMs = (count / step.rampPerSecond) * 1000;
   const chunks = Math.ceil((rampMs + step.holdMs) / step.intervalMs) + 1;
   const idleRss = rssBytes(serverPid) ?? 0;
@@ -45,6 +50,8 @@ async function runStep(serverPort: number, serverPid: number, step: Step, count:
   const holdStart = performance.now();
   const holdEnd = holdStart + step.holdMs - 500;
   const cpuAtStart = cpuSeconds(serverPid);
+  // The load core runs this client and the mock: if it is saturated, client-side timings suffer.
+  const loadCpuAtStart = (cpuSeconds(mockPid) ?? 0) + cpuOfThisProcess();
   const probes: SseStream[] = [];
   let nextProbe = holdStart + 500;
   while (performance.now() < holdEnd) {
@@ -57,6 +64,7 @@ async function runStep(serverPort: number, serverPid: number, step: Step, count:
     openDuring.push(streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length);
   }
   const cpuAtEnd = cpuSeconds(serverPid);
+  const loadCpuShare = ((cpuSeconds(mockPid) ?? 0) + cpuOfThisProcess() - loadCpuAtStart) / ((performance.now() - holdStart) / 1000);
   const cpuShare = cpuAtStart !== undefined && cpuAtEnd !== undefined ? (cpuAtEnd - cpuAtStart) / ((performance.now() - holdStart) / 1000) : Number.NaN;
   await Promise.all(probes.map((probe) => probe.finished));
   const probeTtfd = probes.filter((probe) => probe.firstDeltaAt > 0).map((probe) => probe.firstDeltaAt - probe.startedAt);
@@ -79,6 +87,7 @@ async function runStep(serverPort: number, serverPid: number, step: Step, count:
     'RSS peak MiB': round(peakRss / MIB, 1),
     'KiB/stream': round(perStream / 1024, 1),
     'server CPU %': round(cpuShare * 100, 0),
+    'load core CPU %': round(loadCpuShare * 100, 0),
     'TTFD ramp p50 ms': round(percentile(ttfd, 0.5), 2),
     'TTFD ramp p99 ms': round(percentile(ttfd, 0.99), 2),
     'TTFD probe p50 ms': round(percentile(probeTtfd, 0.5), 2),
@@ -125,7 +134,7 @@ export const streamsScenario: Scenario = {
       for (const step of steps) {
         const count = Math.min(step.target, ceiling);
         if (count < step.target) notes.push(`${step.target} streams requested; the server's open-file limit (${fdLimit}) caps it at ${count} (two sockets per proxied stream)`);
-        const { row, peakRss, idleRss } = await runStep(server.port, server.pid, step, count);
+        const { row, peakRss, idleRss } = await runStep(server.port, server.pid, mock.child.pid, step, count);
         rows.push(row);
         if (step.target === 10_000) {
           const projected = idleRss + ((peakRss - idleRss) / count) * 10_000;
@@ -135,7 +144,7 @@ export const streamsScenario: Scenario = {
         await sleep(1000);
       }
       notes.push('TTFD: request written → first `delta` event at the client (the mock sends its first token at once); "ramp" = the N streams themselves while being opened at 2000/s, "probe" = 40 short streams opened one at a time while all N are open');
-      notes.push('jitter: |gap between consecutive deltas − upstream pace|; server CPU % = CPU time of the server process over the hold window (100 = one core); RSS is VmRSS of the server, idle = before the step');
+      notes.push('jitter: |gap between consecutive deltas − upstream pace|; server CPU % = CPU time of the server process over the hold window (100 = one core), load core CPU % = the same for this client plus the mock; RSS is VmRSS of the server, idle = before the step');
       return { rows, goals, notes };
     } finally {
       await server.stop();
