@@ -8,6 +8,7 @@
  * Usage: node dist/bench/open-loop.js '<LoadRequest JSON with rate>'
  */
 import { connect, type Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { percentile, round } from './harness.js';
 import type { LoadRequest, LoadResult } from './load.js';
 
@@ -206,7 +207,7 @@ export function runOpenLoop(request: LoadRequest & { rate: number }): Promise<Lo
   });
 }
 
-if (process.argv[2]) {
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2]) {
   const request = JSON.parse(process.argv[2]) as LoadRequest & { rate: number };
   const result = await runOpenLoop(request);
   process.stdout.write(`${JSON.stringify(result)}\n`);
