@@ -20,6 +20,8 @@ export interface ColloquyOptions {
   profileDir?: string;
   /** Open the inspector on a loopback port so the bench can force a GC and read memory. */
   inspect?: boolean;
+  /** Another build's cli.js (A/B runs of a change); default dist/src/cli.js of this checkout. */
+  cliPath?: string;
 }
 
 export interface ColloquyServer {
@@ -65,7 +67,7 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.profileDir}`);
   }
   if (options.inspect) nodeArgs.push('--inspect=127.0.0.1:0');
-  const child = startChild('colloquy', 'server', process.execPath, [...nodeArgs, join(REPO_ROOT, 'dist/src/cli.js'), 'serve'], {
+  const child = startChild('colloquy', 'server', process.execPath, [...nodeArgs, options.cliPath ?? join(REPO_ROOT, 'dist/src/cli.js'), 'serve'], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
