@@ -62,7 +62,7 @@ ${SCENARIOS.map((scenario) => `  ${String(scenario.number).padStart(2)}  ${scena
 
   --duration S  seconds per measured load step (default 5)
   --quick       shorter steps and smaller stream counts (checks the harness, figures are rough)
-  --profile     start the server under test with --cpu-prof (profiles in bench/results/profiles/)
+  --profile     start the server under test with --cpu-prof (bench/results/profiles/<scenario>/)
   --update-docs replace the results section of docs/benchmarks.md with this run (full runs only)
 `;
 
@@ -190,7 +190,8 @@ async function main(): Promise<number> {
   const outcomes: Outcome[] = [];
   for (const scenario of selected) {
     process.stdout.write(`== ${scenario.number}. ${scenario.title} ==\n`);
-    const outcome = await runOne(scenario, options);
+    // One profile folder per scenario, so a profile says which load produced it.
+    const outcome = await runOne(scenario, { ...options, profileDir: options.profileDir ? join(options.profileDir, scenario.id) : undefined });
     outcomes.push(outcome);
     if (outcome.result) {
       process.stdout.write(`${formatTable(outcome.result.rows)}\n`);
