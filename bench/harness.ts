@@ -6,7 +6,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { cpus, tmpdir, totalmem, release } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem, release } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -282,6 +282,8 @@ export interface MachineInfo {
   commit: string | undefined;
   dirty: boolean | undefined;
   date: string;
+  /** 1, 5 and 15 minute load averages when the run started: other work on a shared machine shows here. */
+  load_average: number[];
 }
 
 /** Describes this machine, the placement and the code revision. */
@@ -308,6 +310,7 @@ export function machineInfo(): MachineInfo {
     commit,
     dirty,
     date: new Date().toISOString(),
+    load_average: loadavg().map((value) => round(value, 2)),
   };
 }
 

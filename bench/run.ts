@@ -143,7 +143,9 @@ function renderMarkdown(machine: MachineInfo, outcomes: Outcome[]): string {
   const parts: string[] = [];
   parts.push(`Run ${machine.date} · commit ${machine.commit ?? 'n/a'}${machine.dirty ? ' (uncommitted changes)' : ''}`);
   parts.push('');
-  parts.push(`Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, Node ${machine.node}. ${machine.placement}. Load: ${machine.load_generators.join(', ')}.`);
+  parts.push(
+    `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, Node ${machine.node}; load average ${machine.load_average.join(' / ')} at the start. ${machine.placement}. Load generators: ${machine.load_generators.join(', ')}.`,
+  );
   parts.push('');
   parts.push('| goal | measured | verdict |');
   parts.push('| --- | --- | --- |');
@@ -184,7 +186,7 @@ async function main(): Promise<number> {
   const { selected, options, updateDocs: docs } = parsed;
   pinSelfToLoadCpu();
   const machine = machineInfo();
-  process.stdout.write(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}\n`);
+  process.stdout.write(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}, load average ${machine.load_average.join(' ')}\n`);
   process.stdout.write(`placement: ${machine.placement}\nload: ${machine.load_generators.join(', ')}\ncommit: ${machine.commit ?? 'n/a'}${machine.dirty ? ' (dirty)' : ''}\n\n`);
 
   const outcomes: Outcome[] = [];
