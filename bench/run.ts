@@ -217,10 +217,12 @@ async function main(): Promise<number> {
   return outcomes.some((outcome) => outcome.status === 'failed') ? 1 : 0;
 }
 
-process.once('SIGINT', () => {
-  killAllChildrenNow();
-  process.exit(130);
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    killAllChildrenNow();
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
 process.once('exit', () => killAllChildrenNow());
 process.exitCode = await main();
 // Load-generator sockets and timers may linger; the run is over.
