@@ -22,6 +22,8 @@ export interface ColloquyOptions {
   inspect?: boolean;
   /** Another build's cli.js (A/B runs of a change); default dist/src/cli.js of this checkout. */
   cliPath?: string;
+  /** Where the scratch data directory goes (default the OS temp dir; /dev/shm takes the disk out). */
+  dataParent?: string;
 }
 
 export interface ColloquyServer {
@@ -36,7 +38,7 @@ export interface ColloquyServer {
 
 /** Boots the server and waits until /health answers. */
 export async function startColloquy(options: ColloquyOptions = {}): Promise<ColloquyServer> {
-  const scratch = scratchDir('server');
+  const scratch = scratchDir('server', options.dataParent);
   const port = await freePort();
   const config: Record<string, unknown> = {
     anonymous_plan: 'bench',

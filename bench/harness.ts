@@ -265,8 +265,8 @@ export function round(value: number, digits = 2): number {
 }
 
 /** A scratch directory removed when the scenario ends. */
-export function scratchDir(prefix: string): { path: string; remove(): void } {
-  const path = mkdtempSync(join(tmpdir(), `colloquy-bench-${prefix}-`));
+export function scratchDir(prefix: string, parent: string = tmpdir()): { path: string; remove(): void } {
+  const path = mkdtempSync(join(parent, `colloquy-bench-${prefix}-`));
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
