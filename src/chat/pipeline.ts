@@ -8,7 +8,7 @@ import type { Caller } from '../auth/types.js';
 import type { ModelConfig } from '../config.js';
 import { ApiError, toApiError } from '../errors.js';
 import type { HttpContext } from '../http/types.js';
-import { estimateTokens } from '../providers/builtin.js';
+import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ChatProvider, ProviderMessage } from '../providers/types.js';
 import { UpstreamFailure } from '../providers/upstream.js';
@@ -94,7 +94,11 @@ export class ChatPipeline {
     const { metrics, logger } = this.services;
     const sessionId = request.session_id;
     const userTurn: SessionMessage = { role: 'user', content: request.message, timestamp: new Date().toISOString() };
+    // The answer text is kept only to be stored in a session; otherwise only its length is, so a
+    // long stream to a slow reader holds no copy of everything already sent.
+    const keepAnswer = sessionId !== undefined;
     let answer = '';
+    let answerChars = 0;
     let thinkingSeen = false;
     let produced = false;
     let settled = false;
@@ -203,7 +207,8 @@ export class ChatPipeline {
           case 'delta': {
             if (!produced) metrics.timeToFirstToken.observe({ provider: provider.name }, (performance.now() - prepared.acceptedAt) / 1000);
             produced = true;
-            answer += event.text;
+            if (keepAnswer) answer += event.text;
+            answerChars += event.text.length;
             deltas += 1;
             yield { type: 'delta', text: event.text };
             const now = performance.now();
@@ -223,7 +228,7 @@ export class ChatPipeline {
       }
       usage ??= {
         input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
-        output_tokens: estimateTokens(answer),
+        output_tokens: estimateTokensFromChars(answerChars),
       };
       if (provider.name !== 'builtin') metrics.upstreamDuration.observe({ provider: provider.name, outcome: 'ok' }, (performance.now() - upstreamStarted) / 1000);
       metrics.outputTokens.inc({ provider: provider.name }, usage.output_tokens);

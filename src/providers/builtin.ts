@@ -24,7 +24,12 @@ export function contentTerms(text: string): string[] {
 
 /** A rough token count (about four characters per token) for usage when nothing better exists. */
 export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
+  return estimateTokensFromChars(text.length);
+}
+
+/** The same estimate from a character count, for text that was streamed on and not kept. */
+export function estimateTokensFromChars(chars: number): number {
+  return Math.ceil(chars / 4);
 }
 
 function sentences(text: string): string[] {
