@@ -40,14 +40,28 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const knowledge = createKnowledgeBase(config, storage, { logger });
   const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, retriever: knowledge, startedAt: performance.now() };
 
+  // Label-bound children cached per (method, route, status): prom-client hashes the label set on
+  // every unbound call, which showed in the /health profile. Routes are templates, so this is small.
+  const seriesCache = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  const requestSeries = (method: string, route: string, status: number) => {
+    const key = `${method} ${route} ${status}`;
+    let series = seriesCache.get(key);
+    if (!series) {
+      const labels = { method, route, status: String(status) };
+      series = { count: metrics.httpRequests.labels(labels), duration: metrics.httpDuration.labels(labels) };
+      seriesCache.set(key, series);
+    }
+    return series;
+  };
+
   const http = new HttpServer({
     routes: buildRoutes(services),
     limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
     trustProxy: config.trustProxy,
     onRequestDone: (record) => {
-      const labels = { method: record.method, route: record.route, status: String(record.status) };
-      metrics.httpRequests.inc(labels);
-      metrics.httpDuration.observe(labels, record.durationMs / 1000);
+      const series = requestSeries(record.method, record.route, record.status);
+      series.count.inc();
+      series.duration.observe(record.durationMs / 1000);
       logger.info({ method: record.method, route: record.route, status: record.status, ms: Math.round(record.durationMs * 10) / 10, aborted: record.aborted || undefined }, 'request');
     },
     onBackpressure: () => metrics.backpressureWaits.inc(),

@@ -259,14 +259,24 @@ export class HttpServer {
     request.forEach((name, value) => {
       headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
     });
+    const rawQuery = request.getQuery() ?? '';
+    // Query parsing and the address lookup are paid only by the routes that use them (most don't);
+    // the address comes from the response, which stays valid until it ends or aborts.
+    let query: URLSearchParams | undefined;
+    let clientAddress: string | undefined;
+    const server = this;
     const snapshot: RequestSnapshot = {
       method,
       path,
       route: lookup.kind === 'not_found' ? 'unmatched' : lookup.kind === 'found' ? lookup.match.route : lookup.route,
-      query: new URLSearchParams(request.getQuery() ?? ''),
+      get query() {
+        return (query ??= new URLSearchParams(rawQuery));
+      },
       headers,
       params: lookup.kind === 'found' ? lookup.match.params : {},
-      clientAddress: this.clientAddress(response, headers),
+      get clientAddress() {
+        return (clientAddress ??= server.clientAddress(response, headers));
+      },
     };
     const body = this.attachBody(response, headers);
     const context = new UwsContext(response, snapshot, body, this);
@@ -332,6 +342,11 @@ export class HttpServer {
       const forwarded = headers['x-forwarded-for'];
       if (forwarded) return forwarded.split(',', 1)[0]!.trim();
     }
-    return textDecoder.decode(response.getRemoteAddressAsText());
+    try {
+      return textDecoder.decode(response.getRemoteAddressAsText());
+    } catch {
+      // Asked after the client left: the response object is gone.
+      return 'unknown';
+    }
   }
 }
