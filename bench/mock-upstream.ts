@@ -5,7 +5,7 @@
  * model; `GET /_stats` reports open and closed-early streams.
  *
  * Pacing comes from the command line and can be overridden per request by a directive inside the
- * last user message, e.g. `[mock chunks=40 interval_ms=250 size=8 tag=a1]`, because the message is
+ * last user message, e.g. `[mock chunks=40 interval_ms=250 size=8 burst=1 tag=a1]`, because the message is
  * the one thing every gateway forwards unchanged.
  *
  * Run as a child (`node dist/bench/mock-upstream.js --port 0 --chunks 8 --interval-ms 0`): it prints
@@ -59,11 +59,13 @@ interface Directive {
   chunks: number;
   intervalMs: number;
   size: number;
+  /** Frames sent back to back at each tick (a fast upstream with realistically small frames). */
+  burst: number;
   tag: string | undefined;
 }
 
 function directiveFrom(body: { messages?: Array<{ role?: string; content?: unknown }> }, defaults: MockOptions): Directive {
-  const directive: Directive = { chunks: defaults.chunks, intervalMs: defaults.intervalMs, size: defaults.size, tag: undefined };
+  const directive: Directive = { chunks: defaults.chunks, intervalMs: defaults.intervalMs, size: defaults.size, burst: 1, tag: undefined };
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (let index = messages.length - 1; index >= 0; index -= 1) {
     const content = messages[index]?.content;
@@ -77,6 +79,7 @@ function directiveFrom(body: { messages?: Array<{ role?: string; content?: unkno
       else if (key === 'chunks') directive.chunks = Math.max(1, Number(value));
       else if (key === 'interval_ms') directive.intervalMs = Math.max(0, Number(value));
       else if (key === 'size') directive.size = Math.max(1, Number(value));
+      else if (key === 'burst') directive.burst = Math.max(1, Number(value));
     }
     break;
   }
@@ -184,10 +187,12 @@ export function startMock(options: MockOptions): Promise<MockUpstream> {
       timer = undefined;
       if (response.destroyed) return;
       // With no pacing, everything goes out in one synchronous burst.
+      let inTick = 0;
       do {
         if (!full()) send(chunkFrame(id, model, created, { content: textOfSize(directive.size, sent) }, null));
         sent += 1;
-      } while (directive.intervalMs === 0 && sent < directive.chunks);
+        inTick += 1;
+      } while ((directive.intervalMs === 0 || inTick < directive.burst) && sent < directive.chunks);
       if (sent < directive.chunks) {
         timer = setTimeout(next, directive.intervalMs);
         return;

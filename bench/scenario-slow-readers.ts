@@ -63,8 +63,10 @@ export const slowReadersScenario: Scenario = {
       // Fast clients: a paced reply (20 ms per delta) that lasts the phase.
       const fastChunks = Math.floor(phaseMs / 20);
       const fastMessage = `Fast reader. [mock chunks=${fastChunks} interval_ms=20 size=16]`;
-      // Stalled clients: the upstream offers 8 KiB every 5 ms (1.6 MiB/s) for far longer than the test.
-      const floodMessage = `Flood me. [mock chunks=100000 interval_ms=5 size=8192]`;
+      // Stalled clients: the upstream offers 16 frames of 512 characters every 5 ms (1.6 MiB/s) for far
+      // longer than the test. Real model frames are smaller still; a few large frames would measure
+      // the size of one socket read rather than what a stream holds (see docs/benchmarks.md).
+      const floodMessage = `Flood me. [mock chunks=10000000 interval_ms=5 size=512 burst=16]`;
 
       // Phase A: fast clients alone (baseline), after one warm-up round.
       await settle(await openFast(server.port, fastCount, fastMessage), phaseMs + 10_000);
@@ -151,7 +153,7 @@ export const slowReadersScenario: Scenario = {
       ];
       const fastOk = contended.completed === fastCount && baseline.completed === fastCount && slowdown <= 1.1;
       const notes = [
-        `stalled clients read one delta then stop reading; the mock offers each of them 8 KiB every 5 ms and keeps up to 4 MiB queued in its own process`,
+        `stalled clients read one delta then stop reading; the mock offers each of them 16 frames of 512 characters every 5 ms (1.6 MiB/s) and keeps up to 4 MiB queued in its own process`,
         `the upstream stopped moving bytes to the stalled streams ${round(fillSeconds, 1)} s after they were opened (every kernel buffer on the way full: ${round(lastFlushed / stalledCount / KIB / KIB, 1)} MiB per stream had left the mock); memory was measured then, and the fast clients ran right after`,
         `heap figure: server heapUsed + external after a forced full GC (inspector), stalled minus idle, per stalled stream; RSS figure: peak RSS minus idle`,
       ];
