@@ -1,0 +1,130 @@
+/**
+ * Retrieval and scoring: BM25 candidates from the postings, exact cosine similarity over the
+ * stored vectors when embeddings are on, the two lists fused by reciprocal rank, and the winners
+ * turned into passages with their document's title and url.
+ */
+import type { Logger } from '../logger.js';
+import { scoreBm25, type LexicalHit } from './bm25.js';
+import type { Embedder } from './embeddings.js';
+import { chunkIdFor, readCorpus, type DocumentRecord, type RagDatabases } from './index-store.js';
+import { round } from './round.js';
+import { tokenize } from './tokenize.js';
+import type { Passage } from './types.js';
+
+/** Reciprocal rank fusion constant (Cormack et al. 2009). */
+const RRF_K = 60;
+
+/** What a retrieval reads and how it ranks. */
+export interface RetrievalContext {
+  databases: RagDatabases;
+  stopWords: boolean;
+  /** Passages below this score (BM25, or cosine similarity for vector hits) are not returned. */
+  minScore: number;
+  scanLimit?: number | undefined;
+  embedder?: Embedder | undefined;
+  logger?: Logger | undefined;
+}
+
+interface VectorHit {
+  chunkId: string;
+  similarity: number;
+}
+
+/** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
+export async function retrievePassages(
+  context: RetrievalContext,
+  query: string,
+  options: { topK: number; collection?: string },
+  signal?: AbortSignal,
+): Promise<Passage[]> {
+  const { databases } = context;
+  const topK = Math.max(1, Math.min(options.topK, 50));
+  const candidatesWanted = Math.max(50, topK * 4);
+  const corpus = readCorpus(databases);
+  // An unknown collection has no code: nothing can match, but the query still counts.
+  const code = options.collection === undefined ? undefined : databases.collections.get(options.collection)?.code;
+  const searchable = corpus.chunks > 0 && (options.collection === undefined || code !== undefined);
+  const lexical = searchable
+    ? scoreBm25(
+        { postings: databases.postings, terms: databases.terms },
+        tokenize(query, { stopWords: context.stopWords }),
+        { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
+        { collection: code, limit: candidatesWanted, scanLimit: context.scanLimit },
+      )
+    : [];
+
+  let vectorHits: VectorHit[] = [];
+  if (context.embedder && searchable) {
+    try {
+      const [vector] = await context.embedder.embed([query], signal);
+      if (vector) vectorHits = vectorSearch(databases, vector, code, candidatesWanted);
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      // Lexical retrieval still answers when the embeddings upstream is down.
+      context.logger?.warn({ err: error }, 'query embedding failed; using BM25 only');
+    }
+  }
+  signal?.throwIfAborted();
+
+  const ranked = fuse(lexical, vectorHits, context.minScore).slice(0, topK);
+  const passages: Passage[] = [];
+  const titles = new Map<string, DocumentRecord | undefined>();
+  for (const hit of ranked) {
+    const chunk = databases.chunks.get(hit.chunkId);
+    if (!chunk) continue;
+    if (!titles.has(chunk.document_id)) titles.set(chunk.document_id, databases.documents.get(chunk.document_id));
+    const document = titles.get(chunk.document_id);
+    if (!document) continue;
+    passages.push({ documentId: document.id, chunkId: chunkIdFor(document.id, chunk.ordinal), title: document.title, url: document.url, text: chunk.text, score: round(hit.score, 6) });
+  }
+  return passages;
+}
+
+/** Ranks by BM25 alone, or by reciprocal rank fusion of both lists; drops results under the threshold. */
+function fuse(lexical: LexicalHit[], vectorHits: VectorHit[], minScore: number): Array<{ chunkId: string; score: number }> {
+  if (vectorHits.length === 0) {
+    return lexical.filter((hit) => hit.score >= minScore).map((hit) => ({ chunkId: hit.chunkId, score: hit.score }));
+  }
+  const fused = new Map<string, { score: number; relevant: boolean }>();
+  lexical.forEach((hit, rank) => {
+    fused.set(hit.chunkId, { score: 1 / (RRF_K + rank + 1), relevant: hit.score >= minScore });
+  });
+  vectorHits.forEach((hit, rank) => {
+    const entry = fused.get(hit.chunkId) ?? { score: 0, relevant: false };
+    entry.score += 1 / (RRF_K + rank + 1);
+    entry.relevant ||= hit.similarity >= minScore;
+    fused.set(hit.chunkId, entry);
+  });
+  return [...fused]
+    .filter(([, entry]) => entry.relevant)
+    .map(([chunkId, entry]) => ({ chunkId, score: entry.score }))
+    .sort((left, right) => right.score - left.score || (left.chunkId < right.chunkId ? -1 : 1));
+}
+
+/** Exact cosine similarity over the stored unit vectors of one collection (or all). */
+function vectorSearch(databases: RagDatabases, query: Float32Array, code: string | undefined, limit: number): VectorHit[] {
+  const range = code === undefined ? {} : { start: `${code}\u0000`, end: `${code}\u0001` };
+  const best: VectorHit[] = [];
+  for (const { key, value } of databases.vectors.getRange(range)) {
+    // A Float32Array view needs 4-byte alignment; LMDB hands out buffers at any offset.
+    const vector =
+      value.byteOffset % 4 === 0
+        ? new Float32Array(value.buffer, value.byteOffset, value.byteLength / 4)
+        : new Float32Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
+    if (vector.length !== query.length) continue;
+    let similarity = 0;
+    for (let index = 0; index < vector.length; index += 1) similarity += vector[index]! * query[index]!;
+    if (best.length === limit && similarity <= best[best.length - 1]!.similarity) continue;
+    const chunkId = key.slice(key.indexOf('\u0000') + 1);
+    insertSorted(best, { chunkId, similarity }, limit);
+  }
+  return best;
+}
+
+/** Keeps `list` sorted by similarity (best first) and at most `limit` long. */
+function insertSorted(list: VectorHit[], hit: VectorHit, limit: number): void {
+  let index = list.length;
+  while (index > 0 && list[index - 1]!.similarity < hit.similarity) index -= 1;
+  list.splice(index, 0, hit);
+  if (list.length > limit) list.pop();
+}
