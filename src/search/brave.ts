@@ -4,9 +4,9 @@
  * `{type: "ErrorResponse", error: {code, detail, status}}` (some documents show `errors: [...]`);
  * a bad key is a 422 SUBSCRIPTION_TOKEN_INVALID rather than a 401.
  */
-import { cleanSnippet, cleanTitle, dedupeResults, toSearchQuery } from './normalise.js';
+import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import { asRecord, callUpstream, endpoint, safeUpstreamCode, shapeError, statusError, stringField, type UpstreamDeps } from './upstream.js';
+import { asRecord, callUpstream, endpoint, safeUpstreamCode, shapeError, statusError, toSearchResults, type UpstreamDeps } from './upstream.js';
 
 /** Brave's maximum `count` for web search. */
 const BRAVE_MAX_COUNT = 20;
@@ -44,15 +44,8 @@ export class BraveSearch implements SearchProvider {
     if (body.web === undefined) return [];
     const results = asRecord(body.web)?.results;
     if (!Array.isArray(results)) throw shapeError(this.name, 'a `web.results` list', reply);
-    return dedupeResults(
-      results.map(asRecord).flatMap((item) => (item ? [toResult(item)] : [])),
-      options.maxResults,
-    );
+    return toSearchResults(results, 'description', options.maxResults);
   }
-}
-
-function toResult(item: Record<string, unknown>): SearchResult {
-  return { title: cleanTitle(stringField(item, 'title')), url: stringField(item, 'url').trim(), snippet: cleanSnippet(stringField(item, 'description')) };
 }
 
 function braveErrorCode(json: unknown): string | undefined {

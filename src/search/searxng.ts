@@ -4,9 +4,9 @@
  * 403, which is reported as such.
  */
 import { ApiError } from '../errors.js';
-import { cleanSnippet, cleanTitle, dedupeResults, toSearchQuery } from './normalise.js';
+import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import { asRecord, callUpstream, endpoint, shapeError, statusError, stringField, type UpstreamDeps } from './upstream.js';
+import { asRecord, callUpstream, endpoint, shapeError, statusError, toSearchResults, type UpstreamDeps } from './upstream.js';
 
 export interface SearxngOptions {
   baseUrl: string;
@@ -42,13 +42,6 @@ export class SearxngSearch implements SearchProvider {
     if (reply.status < 200 || reply.status >= 300) throw statusError(this.name, reply.status, undefined);
     const results = asRecord(reply.json)?.results;
     if (!Array.isArray(results)) throw shapeError(this.name, 'a `results` list', reply);
-    return dedupeResults(
-      results.map(asRecord).flatMap((item) => (item ? [toResult(item)] : [])),
-      options.maxResults,
-    );
+    return toSearchResults(results, 'content', options.maxResults);
   }
-}
-
-function toResult(item: Record<string, unknown>): SearchResult {
-  return { title: cleanTitle(stringField(item, 'title')), url: stringField(item, 'url').trim(), snippet: cleanSnippet(stringField(item, 'content')) };
 }

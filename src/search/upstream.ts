@@ -7,6 +7,8 @@ import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
+import { cleanSnippet, cleanTitle, dedupeResults } from './normalise.js';
+import type { SearchResult } from './types.js';
 
 /** Upper bound on a search response body; real ones are tens of kilobytes. */
 const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
@@ -88,6 +90,20 @@ export function asRecord(value: unknown): Record<string, unknown> | undefined {
 export function stringField(record: Record<string, unknown>, key: string): string {
   const value = record[key];
   return typeof value === 'string' ? value : '';
+}
+
+/**
+ * An upstream's result list as normalised, deduplicated results (at most `maxResults`): every
+ * provider sends `{title, url, <snippet>}` objects and differs only in the snippet's field name.
+ * Entries that are not objects are skipped.
+ */
+export function toSearchResults(items: unknown[], snippetField: string, maxResults: number): SearchResult[] {
+  return dedupeResults(
+    items.map(asRecord).flatMap((item) =>
+      item ? [{ title: cleanTitle(stringField(item, 'title')), url: stringField(item, 'url').trim(), snippet: cleanSnippet(stringField(item, snippetField)) }] : [],
+    ),
+    maxResults,
+  );
 }
 
 /** `{base}/{path}` keeping any path prefix the base URL has (a SearXNG under /searx/). */
