@@ -6,10 +6,11 @@ import * as v from 'valibot';
 import { createKey, listKeys } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
 import type { UserRecord } from '../auth/types.js';
-import { KeyNameSchema, parseWith, queryInt, UserIdSchema } from '../auth/validation.js';
+import { KeyNameSchema, parseWith, UserIdSchema } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
+import { nextAfter, pageQuery } from './paging.js';
 
 const NO_STORE = { 'Cache-Control': 'no-store' };
 
@@ -50,13 +51,9 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users',
       handler: async (context) => {
         await services.auth.admin(context);
-        const limit = queryInt(context.request.query, 'limit', 100, 1, 1000);
-        const after = context.request.query.get('after') ?? undefined;
+        const { limit, after } = pageQuery(context.request.query);
         const users = services.users.list({ limit, after });
-        const last = users.at(-1);
-        const body: { users: ReturnType<typeof userView>[]; next_after?: string } = { users: users.map(userView) };
-        if (users.length === limit && last) body.next_after = last.user_id;
-        context.json(200, body, NO_STORE);
+        context.json(200, { users: users.map(userView), ...nextAfter(users, limit, (user) => user.user_id) }, NO_STORE);
       },
     },
     {

@@ -4,11 +4,12 @@
  * reading the body, so without it nothing about the corpus can be probed.
  */
 import * as v from 'valibot';
-import { parseWith, queryInt } from '../auth/validation.js';
+import { parseWith } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { HttpContext, Route } from '../http/types.js';
 import { COLLECTION_PATTERN, DEFAULT_COLLECTION } from '../rag/knowledge-base.js';
 import type { Services } from '../services.js';
+import { nextAfter, pageQuery } from './paging.js';
 
 const NO_STORE = { 'Cache-Control': 'no-store' };
 const DOCUMENT_ID_PATTERN = /^doc_[0-9a-f]{24}$/;
@@ -70,14 +71,11 @@ export function ragRoutes(services: Services): Route[] {
       handler: async (context) => {
         await services.auth.admin(context);
         const collection = collectionFromQuery(context);
-        const limit = queryInt(context.request.query, 'limit', 100, 1, 1000);
-        const after = context.request.query.get('after') ?? undefined;
+        const { limit, after } = pageQuery(context.request.query);
         if (collection !== undefined) requireCollection(collection);
         const documents = knowledge.list({ collection, limit, after });
-        const last = documents.at(-1);
-        const body: Record<string, unknown> = { documents, collections: knowledge.collections() };
-        if (documents.length === limit && last) body.next_after = last.document_id;
-        context.json(200, body, NO_STORE);
+        const page = nextAfter(documents, limit, (document) => document.document_id);
+        context.json(200, { documents, collections: knowledge.collections(), ...page }, NO_STORE);
       },
     },
     {
