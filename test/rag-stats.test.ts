@@ -7,22 +7,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { RagStats } from '../src/rag/knowledge-base.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 const ADMIN = 'rag-stats-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
-
-interface Stats {
-  documents: number;
-  chunks: number;
-  collections: number;
-  index_bytes: number;
-  queries: number;
-  hit_rate: number;
-  avg_retrieval_ms: number;
-  last_indexed: string | null;
-  retriever: { kind: string; embedding_model?: string };
-}
 
 interface ChatReply {
   response: string;
@@ -48,7 +37,7 @@ describe('RAG in chat and its statistics', () => {
   const stats = async () => {
     const response = await server.fetch('/api/chat/rag/stats');
     assert.equal(response.status, 200);
-    return (await response.json()) as Stats;
+    return (await response.json()) as RagStats;
   };
 
   before(async () => {
