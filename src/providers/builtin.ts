@@ -5,7 +5,7 @@
  * paced, so every route works (and can be load-tested) with nothing configured.
  */
 import type { Source } from '../chat/events.js';
-import { ApiError } from '../errors.js';
+import { abortableSleep } from './abortable-sleep.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
 const STOPWORDS = new Set(
@@ -110,20 +110,6 @@ export function composeAnswer(request: ProviderRequest): { thinking: string; ans
   };
 }
 
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason ?? new ApiError('invalid_request', 'The client disconnected.'));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** The offline model: streams composeAnswer word by word. */
 export class BuiltinProvider implements ChatProvider {
   readonly name = 'builtin' as const;
@@ -141,7 +127,7 @@ export class BuiltinProvider implements ChatProvider {
     for (const word of words) {
       if (emitted >= limit) break;
       if (signal.aborted) throw signal.reason;
-      if (this.delayMs > 0) await pause(this.delayMs, signal);
+      if (this.delayMs > 0) await abortableSleep(this.delayMs, signal);
       yield { type: 'delta', text: word };
       emitted += 1;
     }

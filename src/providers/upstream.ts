@@ -10,6 +10,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { ApiError } from '../errors.js';
+import { abortableSleep, abortReason } from './abortable-sleep.js';
 
 /** The `upstream` config block: how long to wait, and how often to retry. */
 export interface UpstreamTimeouts {
@@ -77,28 +78,6 @@ function statusFailure(provider: string, status: number, retryAfter: string | un
   else if (status >= 500) message = `The ${provider} upstream failed (HTTP ${status}).`;
   else message = `The ${provider} upstream rejected the request (HTTP ${status}).`;
   return new UpstreamFailure('upstream_error', message, `status_${status}`, RETRYABLE_STATUS.has(status), retryAfterMs);
-}
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new ApiError('invalid_request', 'The client disconnected.');
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(abortReason(signal));
-      return;
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(abortReason(signal));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /** Sends one attempt and resolves once a 2xx status line arrived (body not read yet). */
@@ -202,7 +181,7 @@ export async function* streamUpstream(call: UpstreamCall, timeouts: UpstreamTime
     } catch (error) {
       if (!(error instanceof UpstreamFailure) || !error.retryable || attempt >= timeouts.retries || signal.aborted) throw error;
       const backoff = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-      await sleep(Math.min(BACKOFF_CAP_MS, Math.max(backoff, error.retryAfterMs ?? 0)), signal);
+      await abortableSleep(Math.min(BACKOFF_CAP_MS, Math.max(backoff, error.retryAfterMs ?? 0)), signal);
     }
   }
 

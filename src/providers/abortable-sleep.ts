@@ -1,0 +1,26 @@
+/** Waiting that a request's abort cuts short, shared by the upstream retry backoff and the builtin pacing. */
+import { ApiError } from '../errors.js';
+
+/** Why a request's work stopped: the signal's own reason, else a client disconnect. */
+export function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new ApiError('invalid_request', 'The client disconnected.');
+}
+
+/** Resolves after `ms`, or rejects with the abort reason as soon as `signal` aborts (at once if it already has). */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(abortReason(signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
