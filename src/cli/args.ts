@@ -47,6 +47,22 @@ export function expectPositionals(args: ParsedArgs, names: readonly string[]): s
   return args.positionals;
 }
 
+/**
+ * The exit code of a command group that only prints its usage: help asked for (usage on stdout,
+ * 0) or no subcommand given (usage on stderr, 2); undefined when the subcommand should run.
+ */
+export function usageOnlyExit(sub: string | undefined, args: ParsedArgs, usage: string): number | undefined {
+  if (args.help || sub === '--help' || sub === 'help') {
+    process.stdout.write(usage);
+    return 0;
+  }
+  if (sub === undefined) {
+    process.stderr.write(usage);
+    return 2;
+  }
+  return undefined;
+}
+
 /** Formats rows as aligned columns with a header. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));

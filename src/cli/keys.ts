@@ -2,7 +2,7 @@
 import { createKey, listKeys } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
 import { ApiError } from '../errors.js';
-import { CommandError, expectPositionals, parseArgs, table, UsageError } from './args.js';
+import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
 export const KEYS_USAGE = `usage:
@@ -15,14 +15,8 @@ export const KEYS_USAGE = `usage:
 export async function runKeys(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const args = parseArgs(rest, ['name']);
-  if (args.help || sub === '--help' || sub === 'help') {
-    process.stdout.write(KEYS_USAGE);
-    return 0;
-  }
-  if (sub === undefined) {
-    process.stderr.write(KEYS_USAGE);
-    return 2;
-  }
+  const usageExit = usageOnlyExit(sub, args, KEYS_USAGE);
+  if (usageExit !== undefined) return usageExit;
   switch (sub) {
     case 'create': {
       const [userId] = expectPositionals(args, ['USER_ID']) as [string];

@@ -1,5 +1,5 @@
 /** `colloquy quota show USER`: a user's (or `anon:<address>`'s) standing in the current window. */
-import { CommandError, expectPositionals, parseArgs, table, UsageError } from './args.js';
+import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
 export const QUOTA_USAGE = `usage:
@@ -10,14 +10,8 @@ export const QUOTA_USAGE = `usage:
 export async function runQuota(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const args = parseArgs(rest, []);
-  if (args.help || sub === '--help' || sub === 'help') {
-    process.stdout.write(QUOTA_USAGE);
-    return 0;
-  }
-  if (sub === undefined) {
-    process.stderr.write(QUOTA_USAGE);
-    return 2;
-  }
+  const usageExit = usageOnlyExit(sub, args, QUOTA_USAGE);
+  if (usageExit !== undefined) return usageExit;
   if (sub !== 'show') throw new UsageError(`unknown quota command "${sub}"`);
   const [subject] = expectPositionals(args, ['USER_ID']) as [string];
   return withDataDir(async (data) => {

@@ -5,7 +5,7 @@ import { ApiError } from '../errors.js';
 import { createKnowledgeBase } from '../rag/create.js';
 import { formatFromFileName, type DocumentFormat } from '../rag/extract.js';
 import { COLLECTION_PATTERN, DEFAULT_COLLECTION, type DocumentInput, type IngestResult, type KnowledgeBase } from '../rag/knowledge-base.js';
-import { CommandError, expectPositionals, parseArgs, table, UsageError } from './args.js';
+import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
 export const RAG_USAGE = `usage:
@@ -106,14 +106,8 @@ function describe(error: ApiError): string {
 export async function runRag(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const args = parseArgs(rest, ['collection', 'limit']);
-  if (args.help || sub === '--help' || sub === 'help') {
-    process.stdout.write(RAG_USAGE);
-    return 0;
-  }
-  if (sub === undefined) {
-    process.stderr.write(RAG_USAGE);
-    return 2;
-  }
+  const usageExit = usageOnlyExit(sub, args, RAG_USAGE);
+  if (usageExit !== undefined) return usageExit;
   const collection = args.options.get('collection');
   if (collection !== undefined && !COLLECTION_PATTERN.test(collection)) throw new UsageError('--collection must be 1-64 letters, digits, "_" or "-"');
   switch (sub) {

@@ -1,6 +1,6 @@
 /** `colloquy users add|list|set-plan`. */
 import { userIdProblem } from '../auth/validation.js';
-import { CommandError, expectPositionals, parseArgs, table, UsageError } from './args.js';
+import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir, type DataDir } from './data-dir.js';
 
 export const USERS_USAGE = `usage:
@@ -24,14 +24,8 @@ function checkUserId(userId: string): void {
 export async function runUsers(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const args = parseArgs(rest, ['plan', 'limit', 'after']);
-  if (args.help || sub === '--help' || sub === 'help') {
-    process.stdout.write(USERS_USAGE);
-    return 0;
-  }
-  if (sub === undefined) {
-    process.stderr.write(USERS_USAGE);
-    return 2;
-  }
+  const usageExit = usageOnlyExit(sub, args, USERS_USAGE);
+  if (usageExit !== undefined) return usageExit;
   switch (sub) {
     case 'add': {
       const [userId] = expectPositionals(args, ['USER_ID']) as [string];
