@@ -168,6 +168,9 @@ function open(call: UpstreamCall, timeouts: UpstreamTimeouts, signal: AbortSigna
   });
 }
 
+/** How long the rest of a finished reply may take to arrive before its socket is dropped instead. */
+const DRAIN_AFTER_STOP_MS = 1000;
+
 /**
  * Streams the decoded text of an upstream response body, chunk by chunk as it arrives.
  * Breaking out of the loop (or aborting `signal`) destroys the socket immediately.
@@ -193,8 +196,10 @@ export async function* streamUpstream(call: UpstreamCall, timeouts: UpstreamTime
   signal.addEventListener('abort', onAbort, { once: true });
   if (signal.aborted) onAbort();
   try {
-    // The first-byte timer armed at connect keeps running until a body byte shows up.
-    for await (const chunk of response as AsyncIterable<Buffer>) {
+    // The first-byte timer armed at connect keeps running until a body byte shows up. The iterator
+    // must not destroy the response when the provider stops at its terminal frame (`[DONE]`,
+    // `message_stop`) before the body's last chunk: that would throw away a keep-alive socket.
+    for await (const chunk of response.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       // Time the consumer spends (a slow client) is not upstream silence: the idle clock only
       // runs while we are waiting for the upstream.
       opened.disarm();
@@ -212,8 +217,20 @@ export async function* streamUpstream(call: UpstreamCall, timeouts: UpstreamTime
   } finally {
     opened.disarm();
     signal.removeEventListener('abort', onAbort);
-    // Ends the upstream request at once when the consumer stopped early (client left, error).
-    if (!response.complete) request.destroy();
+    if (!response.complete) {
+      if (signal.aborted) {
+        // The client left: end the upstream request at once.
+        request.destroy();
+      } else {
+        // Stopped at the terminal frame (or on a bad frame): read what is left so the socket can
+        // go back to the keep-alive pool, but never wait on an upstream that stalls after it.
+        const drainLimit = setTimeout(() => request.destroy(), DRAIN_AFTER_STOP_MS);
+        drainLimit.unref();
+        response.once('end', () => clearTimeout(drainLimit));
+        response.once('close', () => clearTimeout(drainLimit));
+        response.resume();
+      }
+    }
   }
 }
 
