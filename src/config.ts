@@ -74,6 +74,7 @@ export const ConfigFileSchema = v.strictObject({
     }),
   ),
   shutdown_grace_ms: v.optional(PositiveInt),
+  stream_stall_timeout_ms: v.optional(PositiveInt),
   trust_proxy: v.optional(v.boolean()),
 });
 export type ConfigFile = v.InferOutput<typeof ConfigFileSchema>;
@@ -123,6 +124,8 @@ export interface Config {
   builtinDelayMs: number;
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number };
   shutdownGraceMs: number;
+  /** A streamed response whose client has not drained for this long is closed (and its upstream cancelled). */
+  streamStallTimeoutMs: number;
   version: string;
 }
 
@@ -310,6 +313,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       retries: file.upstream?.retries ?? 2,
     },
     shutdownGraceMs: file.shutdown_grace_ms ?? 10_000,
+    streamStallTimeoutMs: file.stream_stall_timeout_ms ?? 30_000,
     version: packageVersion(),
   };
   return deepFreeze(config);

@@ -58,6 +58,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     routes: buildRoutes(services),
     limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
     trustProxy: config.trustProxy,
+    streamStallTimeoutMs: config.streamStallTimeoutMs,
     onRequestDone: (record) => {
       const series = requestSeries(record.method, record.route, record.status);
       series.count.inc();

@@ -112,4 +112,45 @@ describe('the stream writer', () => {
     assert.ok(heartbeatSeen);
     socket.destroy();
   });
+
+  it('closes a stream whose client has not drained within the stall timeout, which stops the producer', async () => {
+    let stoppedBy: string | undefined;
+    const stalling = new HttpServer({
+      routes: [
+        {
+          method: 'GET',
+          path: '/firehose',
+          handler: async (context) => {
+            const stream = context.stream({ contentType: 'application/x-ndjson' });
+            for (let index = 0; index < FRAMES; index += 1) {
+              if (!(await stream.write(FRAME))) {
+                stoppedBy = context.signal.aborted ? 'abort' : 'closed';
+                return;
+              }
+            }
+            stream.end();
+          },
+        },
+      ],
+      limits: { maxBytes: 1024, maxDepth: 8 },
+      trustProxy: false,
+      streamStallTimeoutMs: 300,
+      onRequestDone: () => {},
+      onBackpressure: () => {},
+      onInternalError: () => {},
+    });
+    const stallingPort = await stalling.listen('127.0.0.1', 0);
+    const socket = await openSocket(stallingPort);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => {});
+    socket.write('GET /firehose HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.pause();
+    const started = performance.now();
+    for (let waited = 0; waited < 3000 && !stoppedBy; waited += 20) await sleep(20);
+    assert.equal(stoppedBy, 'abort', 'the stalled stream was closed and its producer told through the signal');
+    assert.ok(performance.now() - started < 2500);
+    socket.resume();
+    await closed;
+    await stalling.close(10);
+  });
 });

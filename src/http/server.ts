@@ -25,6 +25,8 @@ export interface HttpServerOptions {
   limits: BodyLimits;
   /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
   trustProxy: boolean;
+  /** A stream whose client has not drained for this long is closed (default 30 s). */
+  streamStallTimeoutMs?: number;
   onRequestDone(record: RequestRecord): void;
   onBackpressure(): void;
   /** Unexpected (non-ApiError) failures; never sent to the client. */
@@ -117,7 +119,7 @@ class UwsContext implements HttpContext {
     this.activeStream = new UwsResponseStream(
       this.response,
       { onBackpressure: () => this.server.onBackpressure() },
-      options.heartbeat,
+      { heartbeat: options.heartbeat, stallTimeoutMs: this.server.streamStallTimeoutMs },
       () => this.complete(),
     );
     return this.activeStream;
@@ -189,6 +191,10 @@ export class HttpServer {
     this.app = uWS.App();
     // The catch-all: without it uWS closes the socket of an unmatched request.
     this.app.any('/*', (response, request) => this.dispatch(response, request));
+  }
+
+  get streamStallTimeoutMs(): number {
+    return this.options.streamStallTimeoutMs ?? 30_000;
   }
 
   /** Number of requests still being served. */

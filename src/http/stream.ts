@@ -14,6 +14,7 @@ export interface StreamHooks {
 
 export class UwsResponseStream implements ResponseStream {
   private drainWaiter: ((open: boolean) => void) | undefined;
+  private stallTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private ended = false;
   private aborted = false;
@@ -23,7 +24,7 @@ export class UwsResponseStream implements ResponseStream {
   constructor(
     private readonly response: HttpResponse,
     private readonly hooks: StreamHooks,
-    private readonly heartbeat: { intervalMs: number; frame: string } | undefined,
+    private readonly options: { heartbeat: { intervalMs: number; frame: string } | undefined; stallTimeoutMs: number },
     private readonly onFinish: () => void,
   ) {
     // One onWritable per response (a second would replace it): it only wakes the waiting writer,
@@ -73,6 +74,13 @@ export class UwsResponseStream implements ResponseStream {
   }
 
   private waitForDrain(): Promise<boolean> {
+    // A client that stops reading for good would otherwise hold this stream, and its upstream
+    // request, forever: past the stall timeout the connection is closed, which fires onAborted.
+    this.stallTimer ??= setTimeout(() => {
+      this.stallTimer = undefined;
+      if (!this.closed) this.response.close();
+    }, this.options.stallTimeoutMs);
+    this.stallTimer.unref();
     return new Promise<boolean>((resolve) => {
       const previous = this.drainWaiter;
       this.drainWaiter = (open) => {
@@ -83,15 +91,17 @@ export class UwsResponseStream implements ResponseStream {
   }
 
   private wake(open: boolean): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
     const waiter = this.drainWaiter;
     this.drainWaiter = undefined;
     waiter?.(open && !this.closed);
   }
 
   private armHeartbeat(): void {
-    if (!this.heartbeat || this.closed) return;
+    if (!this.options.heartbeat || this.closed) return;
     this.stopHeartbeat();
-    const { intervalMs, frame } = this.heartbeat;
+    const { intervalMs, frame } = this.options.heartbeat;
     this.heartbeatTimer = setTimeout(() => {
       // Skip the ping while waiting for a drain: the client is already behind.
       if (!this.drainWaiter) void this.write(frame);
