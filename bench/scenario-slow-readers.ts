@@ -113,7 +113,7 @@ export const slowReadersScenario: Scenario = {
       const stillHeld = stalled.filter((stream) => !stream.error).length;
       const delivered = stalled.reduce((total, stream) => total + stream.bodyBytes, 0);
       // Does the server ever give up on a stalled reader by itself? (bounded wait)
-      await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(15_000)]);
+      await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(25_000)]);
       const cutByServer = stalled.filter((stream) => stream.error).length;
       const cutSeconds = (performance.now() - fillStarted) / 1000;
       for (const stream of stalled) stream.destroy();
