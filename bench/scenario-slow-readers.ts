@@ -113,7 +113,10 @@ export const slowReadersScenario: Scenario = {
       const stillHeld = stalled.filter((stream) => !stream.error).length;
       const delivered = stalled.reduce((total, stream) => total + stream.bodyBytes, 0);
       // Does the server ever give up on a stalled reader by itself? (bounded wait)
-      await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(25_000)]);
+      // The server's stall timeout (30 s by default) runs from its last drain, about when the
+      // buffers filled: watch until 40 s after that.
+      const watchUntil = fillStarted + fillSeconds * 1000 + 40_000;
+      await Promise.race([Promise.all(stalled.map((stream) => stream.finished)), sleep(Math.max(0, watchUntil - performance.now()))]);
       const cutByServer = stalled.filter((stream) => stream.error).length;
       const cutSeconds = (performance.now() - fillStarted) / 1000;
       for (const stream of stalled) stream.destroy();
