@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { HttpServer } from '../src/http/server.js';
+import type { HttpServer } from '../src/http/server.js';
 import type { Route } from '../src/http/types.js';
+import { startHttpServer } from './helpers/http-server.js';
 import { openSocket, readFor, readUntil } from './helpers/raw-http.js';
 
 const LIMIT = 64 * 1024;
@@ -32,15 +33,10 @@ describe('the HTTP layer', () => {
   const internalErrors: unknown[] = [];
 
   before(async () => {
-    server = new HttpServer({
-      routes,
+    ({ server, port } = await startHttpServer(routes, {
       limits: { maxBytes: LIMIT, maxDepth: 8 },
-      trustProxy: false,
-      onRequestDone: () => {},
-      onBackpressure: () => {},
       onInternalError: (error) => internalErrors.push(error),
-    });
-    port = await server.listen('127.0.0.1', 0);
+    }));
     base = `http://127.0.0.1:${port}`;
   });
   after(() => server.close(100));

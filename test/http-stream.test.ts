@@ -1,12 +1,32 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { HttpServer } from '../src/http/server.js';
+import type { HttpServer } from '../src/http/server.js';
 import type { Route } from '../src/http/types.js';
+import { startHttpServer } from './helpers/http-server.js';
 import { openSocket, readUntil } from './helpers/raw-http.js';
 
 const FRAME = 'x'.repeat(64 * 1024 - 1) + '\n';
 const FRAMES = 1024; // 64 MiB in all: far more than the kernel socket buffers can hide
+
+/** GET /firehose: writes FRAMES frames as fast as backpressure allows; reports each frame and why it stopped. */
+function firehoseRoute(onFrame: () => void, onStop: (reason: 'abort' | 'closed') => void): Route {
+  return {
+    method: 'GET',
+    path: '/firehose',
+    handler: async (context) => {
+      const stream = context.stream({ contentType: 'application/x-ndjson' });
+      for (let index = 0; index < FRAMES; index += 1) {
+        if (!(await stream.write(FRAME))) {
+          onStop(context.signal.aborted ? 'abort' : 'closed');
+          return;
+        }
+        onFrame();
+      }
+      stream.end();
+    },
+  };
+}
 
 describe('the stream writer', () => {
   let server: HttpServer;
@@ -17,21 +37,14 @@ describe('the stream writer', () => {
   let heartbeatSeen = false;
 
   const routes: Route[] = [
-    {
-      method: 'GET',
-      path: '/firehose',
-      handler: async (context) => {
-        const stream = context.stream({ contentType: 'application/x-ndjson' });
-        for (let index = 0; index < FRAMES; index += 1) {
-          if (!(await stream.write(FRAME))) {
-            producerStoppedBy = context.signal.aborted ? 'abort' : 'closed';
-            return;
-          }
-          produced += 1;
-        }
-        stream.end();
+    firehoseRoute(
+      () => {
+        produced += 1;
       },
-    },
+      (reason) => {
+        producerStoppedBy = reason;
+      },
+    ),
     {
       method: 'GET',
       path: '/quiet',
@@ -46,17 +59,11 @@ describe('the stream writer', () => {
   ];
 
   before(async () => {
-    server = new HttpServer({
-      routes,
-      limits: { maxBytes: 1024, maxDepth: 8 },
-      trustProxy: false,
-      onRequestDone: () => {},
+    ({ server, port } = await startHttpServer(routes, {
       onBackpressure: () => {
         backpressureWaits += 1;
       },
-      onInternalError: () => {},
-    });
-    port = await server.listen('127.0.0.1', 0);
+    }));
   });
   after(() => server.close(100));
 
@@ -115,31 +122,17 @@ describe('the stream writer', () => {
 
   it('closes a stream whose client has not drained within the stall timeout, which stops the producer', async () => {
     let stoppedBy: string | undefined;
-    const stalling = new HttpServer({
-      routes: [
-        {
-          method: 'GET',
-          path: '/firehose',
-          handler: async (context) => {
-            const stream = context.stream({ contentType: 'application/x-ndjson' });
-            for (let index = 0; index < FRAMES; index += 1) {
-              if (!(await stream.write(FRAME))) {
-                stoppedBy = context.signal.aborted ? 'abort' : 'closed';
-                return;
-              }
-            }
-            stream.end();
+    const { server: stalling, port: stallingPort } = await startHttpServer(
+      [
+        firehoseRoute(
+          () => {},
+          (reason) => {
+            stoppedBy = reason;
           },
-        },
+        ),
       ],
-      limits: { maxBytes: 1024, maxDepth: 8 },
-      trustProxy: false,
-      streamStallTimeoutMs: 300,
-      onRequestDone: () => {},
-      onBackpressure: () => {},
-      onInternalError: () => {},
-    });
-    const stallingPort = await stalling.listen('127.0.0.1', 0);
+      { streamStallTimeoutMs: 300 },
+    );
     const socket = await openSocket(stallingPort);
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     socket.on('error', () => {});

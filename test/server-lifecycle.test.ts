@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { HttpServer } from '../src/http/server.js';
+import { startHttpServer } from './helpers/http-server.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 describe('health and metrics', () => {
@@ -59,26 +59,18 @@ describe('health and metrics', () => {
 describe('graceful shutdown', () => {
   it('lets an in-flight request finish, refuses new ones, then closes', async () => {
     let release: () => void = () => {};
-    const server = new HttpServer({
-      routes: [
-        {
-          method: 'GET',
-          path: '/slow',
-          handler: async (context) => {
-            await new Promise<void>((resolve) => {
-              release = resolve;
-            });
-            context.json(200, { finished: true });
-          },
+    const { server, port } = await startHttpServer([
+      {
+        method: 'GET',
+        path: '/slow',
+        handler: async (context) => {
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          context.json(200, { finished: true });
         },
-      ],
-      limits: { maxBytes: 1024, maxDepth: 8 },
-      trustProxy: false,
-      onRequestDone: () => {},
-      onBackpressure: () => {},
-      onInternalError: () => {},
-    });
-    const port = await server.listen('127.0.0.1', 0);
+      },
+    ]);
     const inflight = fetch(`http://127.0.0.1:${port}/slow`);
     await sleep(50);
     const closing = server.close(5000);
