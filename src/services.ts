@@ -30,7 +30,7 @@ export interface Services {
   /** The configured image provider (the built-in renderer when none is configured). */
   images: ImageProvider;
   /** Knowledge-base retrieval for `rag` and the `local` search provider (the knowledge base below). */
-  retriever?: Retriever;
+  retriever: Retriever;
   /** The knowledge base: ingestion, listing, deletion and retrieval statistics (src/rag). */
   knowledge: KnowledgeBase;
   /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */

@@ -64,12 +64,6 @@ export class ChatPipeline {
     const caller = await this.services.auth.caller(context);
     const request = parseChatRequest(await context.readJson(), kind === 'search');
     const { model, provider } = this.registry.resolve(request.model);
-    if (request.rag && !this.services.retriever) {
-      throw new ApiError('unavailable', 'Retrieval (rag) is not available on this server yet.');
-    }
-    if ((kind === 'search' || request.web_search) && !this.services.search) {
-      throw new ApiError('unavailable', 'Web search is not available on this server yet.');
-    }
     // Quota is taken last, after everything that could refuse the request for free.
     const reservation = await this.services.quota.reserve(caller, kind === 'search' ? 'search' : 'chat');
     return {
@@ -134,7 +128,7 @@ export class ChatPipeline {
         yield { type: 'progress', stage: 'retrieval', message: 'Searching the knowledge base' };
         const options = typeof request.rag === 'object' ? request.rag : {};
         const started = performance.now();
-        const passages = await this.services.retriever!.retrieve(
+        const passages = await this.services.retriever.retrieve(
           request.message,
           { topK: options.top_k ?? DEFAULT_TOP_K, ...(options.collection ? { collection: options.collection } : {}) },
           signal,
