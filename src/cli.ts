@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** The `colloquy` command line: `serve` starts the server; other commands work on the data directory. */
-import { ConfigError } from './config.js';
+import { ConfigError } from './config/index.js';
 import { CommandError, UsageError } from './cli/args.js';
 import { runKeys } from './cli/keys.js';
 import { runQuota } from './cli/quota.js';

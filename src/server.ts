@@ -2,8 +2,8 @@
  * Start and stop: config → storage → services → http app → listen. Used by the CLI, the tests
  * and the benchmarks alike.
  */
-import { createIdentityServices } from './auth/identity-services.js';
-import { loadConfig, type Config } from './config.js';
+import { createIdentityServices } from './identity.js';
+import { loadConfig, type Config } from './config/index.js';
 import { HttpServer } from './http/server.js';
 import { createImageProvider } from './images/create.js';
 import { createLogger, type Logger } from './logger.js';
@@ -32,13 +32,19 @@ export interface StartOptions {
 export async function startServer(config: Readonly<Config> = loadConfig(), options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
-  // Before storage opens, so a search provider missing its URL or key stops start-up with nothing
-  // to clean up; the retriever is looked up per search, whenever the knowledge base is wired.
-  const search = createSearchProvider(config.search, { metrics, logger, retriever: () => services.retriever });
   const storage = new LmdbStorage(config.dataDir);
-  const identity = createIdentityServices(config, storage, metrics, options.clock);
-  const knowledge = createKnowledgeBase(config, storage, { logger });
-  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, retriever: knowledge, startedAt: performance.now() };
+  const identity = createIdentityServices(config, storage, options.clock);
+  const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
+  let search: Services['search'];
+  try {
+    search = createSearchProvider(config.search, { metrics, logger, retriever: knowledge });
+  } catch (error) {
+    // A search provider missing its URL or key stops start-up: close what was opened first.
+    knowledge.close();
+    await storage.close();
+    throw error;
+  }
+  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, startedAt: performance.now() };
 
   // Label-bound children cached per (method, route, status): prom-client hashes the label set on
   // every unbound call, which showed in the /health profile. Routes are templates, so this is small.

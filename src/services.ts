@@ -2,16 +2,15 @@
  * The long-lived parts of one running server, built once at start-up and handed to every route
  * group. Nothing here is created per request.
  */
-import type { Config } from './config.js';
+import type { Config } from './config/index.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
-import type { ApiKeyStore, Authenticator, UserStore } from './auth/types.js';
+import type { Authenticator } from './auth/types.js';
 import type { ImageProvider } from './images/types.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
-import type { SessionStore } from './store/types.js';
+import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
-import type { Retriever } from './rag/types.js';
 import type { SearchProvider } from './search/types.js';
 
 export interface Services {
@@ -29,9 +28,7 @@ export interface Services {
   apiKeys: ApiKeyStore;
   /** The configured image provider (the built-in renderer when none is configured). */
   images: ImageProvider;
-  /** Knowledge-base retrieval for `rag` and the `local` search provider (the knowledge base below). */
-  retriever: Retriever;
-  /** The knowledge base: ingestion, listing, deletion and retrieval statistics (src/rag). */
+  /** The knowledge base: retrieval for `rag` and the `local` search provider, ingestion, listing, deletion, statistics (src/rag). */
   knowledge: KnowledgeBase;
   /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */
   search: SearchProvider;

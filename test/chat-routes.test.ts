@@ -142,6 +142,13 @@ describe('chat routes over the builtin model', () => {
     assert.equal(afterwards.remaining, before.remaining - 1);
   });
 
+  test('a body without message says that message is required, in words a person understands', async () => {
+    const response = await server.post('/api/chat/', { model: 'builtin-extractive' });
+    assert.equal(response.status, 400);
+    const body = (await response.json()) as any;
+    assert.deepEqual(body.error.details, [{ path: 'message', message: 'is required' }]);
+  });
+
   test('history longer than 100 items and a message over 32768 characters are refused', async () => {
     const history = Array.from({ length: 101 }, () => ({ role: 'user', content: 'x' }));
     const tooMany = await json(server.post('/api/chat/', { message: 'hi', history }));

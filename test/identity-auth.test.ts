@@ -139,6 +139,16 @@ describe('identity: callers, keys and the admin API', () => {
     assert.equal(server.services.users.get('erin')?.plan, 'free');
   });
 
+  test('admin validation errors name the field and what it accepts, never the validation library\'s wording', async () => {
+    const response = await server.post('/api/admin/users', {}, admin);
+    assert.equal(response.status, 400);
+    const text = await response.text();
+    assert.doesNotMatch(text, /Invalid (key|type)|Expected|received/);
+    assert.deepEqual(JSON.parse(text).error.details, [{ path: 'user_id', message: 'is required' }]);
+    const wrongType = (await (await server.post('/api/admin/users', { user_id: 7 }, admin)).json()) as any;
+    assert.deepEqual(wrongType.error.details, [{ path: 'user_id', message: 'must be a string' }]);
+  });
+
   test('the admin creates users (409 when taken), validates plans and ids, changes plans and lists users', async () => {
     assert.equal((await createUser(server, 'frank')).status, 201);
     const again = await createUser(server, 'frank');

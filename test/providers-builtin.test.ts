@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Source } from '../src/chat/events.js';
-import { loadConfig } from '../src/config.js';
+import type { Source } from '../src/domain/types.js';
+import { loadConfig } from '../src/config/index.js';
 import { composeAnswer } from '../src/providers/builtin.js';
 import { ThinkTagSplitter } from '../src/providers/think-tags.js';
 import type { ProviderRequest } from '../src/providers/types.js';

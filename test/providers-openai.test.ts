@@ -177,6 +177,8 @@ describe('openai-compatible upstream', () => {
     const before = await json(chat('/api/chat/', { message: 'split' }));
     const response = await chat('/api/chat/', { message: 'down' });
     assert.equal(response.status, 502);
+    // The reply reports the quota as it stands after the refund, not the stale figure of the take.
+    assert.equal(response.headers.get('ratelimit-remaining'), String(before.remaining));
     assert.deepEqual(await json(response), { error: { code: 'upstream_error', message: 'The openai upstream failed (HTTP 500).' } });
     assert.equal(attempts.get('down'), 3);
     const afterwards = await json(chat('/api/chat/', { message: 'split' }));

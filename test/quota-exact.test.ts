@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { Caller } from '../src/auth/types.js';
+import type { Caller } from '../src/domain/types.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 const ADMIN = 'quota-admin-token-0123456789';

@@ -70,7 +70,7 @@ describe('colloquy rag', () => {
       const response = await server.fetch('/api/rag/documents?collection=cli', { headers: { authorization: `Bearer ${ADMIN}` } });
       const body = (await response.json()) as { documents: Array<{ title: string }> };
       assert.deepEqual(body.documents.map((document) => document.title).sort(), ['How honeybees share directions', 'Mount Etna', 'tides']);
-      const passages = await server.services.retriever!.retrieve('waggle dance distance', { topK: 1, collection: 'cli' });
+      const passages = await server.services.knowledge.retrieve('waggle dance distance', { topK: 1, collection: 'cli' });
       assert.equal(passages[0]?.title, 'How honeybees share directions');
     } finally {
       await server.close();

@@ -86,14 +86,14 @@ describe('hybrid retrieval with an embeddings upstream', () => {
   });
 
   it('finds a passage that shares no word with the query through its vector', async () => {
-    const retriever = server.services.retriever!;
+    const retriever = server.services.knowledge;
     const passages = await retriever.retrieve('marine saltwater', { topK: 2 });
     assert.equal(passages[0]?.title, 'Shoreline');
     assert.equal(passages.length, 1, 'unrelated chunks fall below the similarity threshold');
   });
 
   it('ranks a passage matching both lexically and by vector first', async () => {
-    const passages = await server.services.retriever!.retrieve('telescope galaxy', { topK: 3 });
+    const passages = await server.services.knowledge.retrieve('telescope galaxy', { topK: 3 });
     assert.equal(passages[0]?.title, 'Observatory');
     assert.ok(passages[0]!.score > 0);
   });
@@ -102,10 +102,10 @@ describe('hybrid retrieval with an embeddings upstream', () => {
     failing = true;
     try {
       const before = calls;
-      const lexical = await server.services.retriever!.retrieve('knead the dough', { topK: 3 });
+      const lexical = await server.services.knowledge.retrieve('knead the dough', { topK: 3 });
       assert.ok(calls > before, 'the upstream was asked');
       assert.equal(lexical[0]?.title, 'Kitchen');
-      assert.deepEqual(await server.services.retriever!.retrieve('marine saltwater', { topK: 3 }), []);
+      assert.deepEqual(await server.services.knowledge.retrieve('marine saltwater', { topK: 3 }), []);
     } finally {
       failing = false;
     }
@@ -122,7 +122,7 @@ describe('hybrid retrieval with an embeddings upstream', () => {
     } finally {
       failing = false;
     }
-    assert.deepEqual(await server.services.retriever!.retrieve('orchestra melody', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('orchestra melody', { topK: 3 }), []);
     const stats = (await (await server.fetch('/api/chat/rag/stats')).json()) as { documents: number };
     assert.equal(stats.documents, 3);
   });

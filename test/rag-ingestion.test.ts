@@ -65,7 +65,7 @@ describe('RAG ingestion routes', () => {
     assert.equal(body.error.code, 'payload_too_large');
     assert.match(body.error.message, /4096 bytes/);
     // Nothing of it was indexed.
-    assert.deepEqual(await server.services.retriever!.retrieve('word', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('word', { topK: 3 }), []);
   });
 
   it('re-ingesting the same document replaces it instead of adding a copy', async () => {
@@ -83,8 +83,8 @@ describe('RAG ingestion routes', () => {
 
     const list = (await (await server.fetch('/api/rag/documents?collection=home', { headers: auth })).json()) as { documents: Array<{ document_id: string; title: string }> };
     assert.deepEqual(list.documents.map((document) => document.title), ['Kettles (revised)']);
-    assert.deepEqual(await server.services.retriever!.retrieve('bimetallic strip', { topK: 3 }), []);
-    const found = await server.services.retriever!.retrieve('whistles steam spout', { topK: 3 });
+    assert.deepEqual(await server.services.knowledge.retrieve('bimetallic strip', { topK: 3 }), []);
+    const found = await server.services.knowledge.retrieve('whistles steam spout', { topK: 3 });
     assert.equal(found[0]?.documentId, firstBody.document_id);
   });
 
@@ -101,13 +101,13 @@ describe('RAG ingestion routes', () => {
   it('deleting a document removes it from results, listings and stats', async () => {
     const created = (await (await ingest({ title: 'Sundials', text: 'A sundial tells the time from the shadow cast by its gnomon.', collection: 'time' })).json()) as { document_id: string };
     const before = (await (await server.fetch('/api/chat/rag/stats')).json()) as { documents: number; chunks: number; collections: number };
-    assert.equal((await server.services.retriever!.retrieve('gnomon shadow', { topK: 3 }))[0]?.documentId, created.document_id);
+    assert.equal((await server.services.knowledge.retrieve('gnomon shadow', { topK: 3 }))[0]?.documentId, created.document_id);
 
     const deleted = await remove(`/api/rag/documents/${created.document_id}`);
     assert.equal(deleted.status, 200);
     assert.deepEqual(await deleted.json(), { document_id: created.document_id, deleted: true });
 
-    assert.deepEqual(await server.services.retriever!.retrieve('gnomon shadow', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('gnomon shadow', { topK: 3 }), []);
     const afterStats = (await (await server.fetch('/api/chat/rag/stats')).json()) as { documents: number; chunks: number; collections: number };
     assert.equal(afterStats.documents, before.documents - 1);
     assert.equal(afterStats.chunks, before.chunks - 1);
@@ -133,7 +133,7 @@ describe('RAG ingestion routes', () => {
     const response = await remove('/api/rag/documents?collection=weather');
     assert.equal(response.status, 200);
     assert.deepEqual(await response.json(), { collection: 'weather', deleted_documents: 2 });
-    assert.deepEqual(await server.services.retriever!.retrieve('barometers anemometers', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('barometers anemometers', { topK: 3 }), []);
     assert.equal((await server.fetch('/api/rag/documents?collection=weather', { headers: auth })).status, 404);
   });
 

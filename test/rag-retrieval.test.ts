@@ -45,7 +45,7 @@ describe('knowledge-base retrieval', () => {
     const questions = JSON.parse(readFileSync(new URL('questions.json', FIXTURES), 'utf8')) as Question[];
     assert.ok(questions.length >= 30, 'at least 30 questions');
     assert.ok(idsByFile.size >= 24, 'a few dozen documents');
-    const retriever = server.services.retriever!;
+    const retriever = server.services.knowledge;
     let hits = 0;
     const misses: string[] = [];
     for (const { question, document } of questions) {
@@ -62,22 +62,22 @@ describe('knowledge-base retrieval', () => {
   });
 
   it('ranks passages best first with scores and stays within the requested collection', async () => {
-    const passages = await server.services.retriever!.retrieve('Eddystone lighthouse Plymouth granite', { topK: 5, collection: 'fixtures' });
+    const passages = await server.services.knowledge.retrieve('Eddystone lighthouse Plymouth granite', { topK: 5, collection: 'fixtures' });
     assert.ok(passages.length >= 1);
     assert.equal(passages[0]!.documentId, idsByFile.get('lighthouses.txt'));
     for (let index = 1; index < passages.length; index += 1) assert.ok(passages[index - 1]!.score >= passages[index]!.score);
-    assert.deepEqual(await server.services.retriever!.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
   });
 
   it('scores a whole document pasted as the question by its rarest terms and finds that document first', async () => {
     const text = readFileSync(new URL('tcp.md', CORPUS), 'utf8');
-    const passages = await server.services.retriever!.retrieve(text, { topK: 3, collection: 'fixtures' });
+    const passages = await server.services.knowledge.retrieve(text, { topK: 3, collection: 'fixtures' });
     assert.equal(passages[0]?.documentId, idsByFile.get('tcp.md'));
   });
 
   it('returns nothing for a query that only shares stop words or unknown terms with the corpus', async () => {
-    assert.deepEqual(await server.services.retriever!.retrieve('what is the of and', { topK: 3 }), []);
-    assert.deepEqual(await server.services.retriever!.retrieve('zyxwvut qqqq', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('what is the of and', { topK: 3 }), []);
+    assert.deepEqual(await server.services.knowledge.retrieve('zyxwvut qqqq', { topK: 3 }), []);
   });
 
   it("never indexes the text of an HTML page's scripts", async () => {
@@ -86,7 +86,7 @@ describe('knowledge-base retrieval', () => {
     const volcano = body.documents.find((document) => document.document_id === idsByFile.get('volcanoes.html'));
     assert.ok(volcano);
     // The script in the page mentions "tracking code"; it must not be searchable.
-    const leaked = await server.services.retriever!.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
+    const leaked = await server.services.knowledge.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
     assert.equal(leaked.some((passage) => passage.documentId === volcano.document_id), false);
   });
 });

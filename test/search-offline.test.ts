@@ -36,7 +36,7 @@ after(async () => {
   await server.close();
 });
 
-test('with nothing configured the search route answers from the knowledge base with a [1] citation and provider local', async () => {
+test('with nothing configured the search route answers from the knowledge base with a [1] citation, provider local and document sources', async () => {
   const response = await server.post('/api/chat/search', { message: 'Who was the first keeper of the lighthouse?' });
   assert.equal(response.status, 200);
   const body = (await response.json()) as any;
@@ -45,6 +45,7 @@ test('with nothing configured the search route answers from the knowledge base w
   assert.equal(body.search.query, 'Who was the first keeper of the lighthouse?');
   assert.ok(body.search.result_count >= 1);
   assert.equal(body.sources[0].index, 1);
+  assert.equal(body.sources[0].kind, 'document');
   assert.equal(body.sources[0].title, 'Harbour lighthouse history');
   assert.equal(body.sources[0].url, 'https://archive.example.org/lighthouse');
   assert.match(body.response, /Ada Brennan[^[]*\[1\]/);

@@ -37,7 +37,7 @@ describe('health and metrics', () => {
     assert.equal(response.status, 503);
     const body = (await response.json()) as { status: string; checks: { storage: { ok: boolean } } };
     assert.equal(body.checks.storage.ok, false);
-    assert.equal(body.status, 'degraded');
+    assert.equal(body.status, 'unavailable');
     await broken.close();
   });
 

@@ -3,12 +3,12 @@
  * sent in Authorization is refused, never treated as anonymous. No header means anonymous,
  * identified by client address, unless the deployment requires keys.
  */
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
+import type { Caller, Clock } from '../domain/types.js';
 import { ApiError } from '../errors.js';
-import type { HttpContext } from '../http/types.js';
-import type { Clock } from '../quota/service.js';
+import type { ApiKeyStore, UserStore } from '../store/types.js';
 import { parseKey, secretMatches, tokensEqual } from './keys.js';
-import type { ApiKeyStore, Authenticator, Caller, UserStore } from './types.js';
+import type { Authenticator, Credentials } from './types.js';
 
 const REALM = 'Bearer realm="colloquy"';
 const INVALID_TOKEN = `${REALM}, error="invalid_token"`;
@@ -25,9 +25,8 @@ function unauthorized(message: string, challenge: string): ApiError {
   return new ApiError('unauthorized', message, { headers: { 'WWW-Authenticate': challenge } });
 }
 
-/** The bearer token of a request: undefined when there is no Authorization header; throws when it is malformed. */
-export function bearerToken(context: HttpContext): string | undefined {
-  const header = context.request.headers.authorization;
+/** The bearer token of an Authorization header: undefined when there is none; throws when it is malformed. */
+export function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
   if (!match) throw unauthorized('The Authorization header must be "Bearer <API key>".', INVALID_TOKEN);
@@ -66,11 +65,11 @@ export function createAuthenticator(
   };
 
   return {
-    async caller(context: HttpContext): Promise<Caller> {
-      const token = bearerToken(context);
+    async caller(credentials: Credentials): Promise<Caller> {
+      const token = bearerToken(credentials.authorization);
       if (token === undefined) {
         if (config.authRequired) throw unauthorized('This server requires an API key: send "Authorization: Bearer <API key>".', REALM);
-        return { kind: 'anonymous', id: anonymousId(context.request.clientAddress), plan: config.anonymousPlan };
+        return { kind: 'anonymous', id: anonymousId(credentials.clientAddress), plan: config.anonymousPlan };
       }
       if (config.adminToken !== undefined && tokensEqual(token, config.adminToken)) return adminCaller();
       const user = userForKey(token);
@@ -78,10 +77,10 @@ export function createAuthenticator(
       return user;
     },
 
-    async admin(context: HttpContext): Promise<Caller> {
+    async admin(credentials: Credentials): Promise<Caller> {
       // Without an admin token the admin API does not exist at all.
       if (config.adminToken === undefined) throw new ApiError('not_found');
-      const token = bearerToken(context);
+      const token = bearerToken(credentials.authorization);
       if (token === undefined) throw unauthorized('The admin API requires "Authorization: Bearer <admin token>".', REALM);
       if (tokensEqual(token, config.adminToken)) return adminCaller();
       if (userForKey(token)) throw new ApiError('forbidden', 'This route is for administrators only.');

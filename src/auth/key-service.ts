@@ -1,7 +1,7 @@
 /** Creating, listing and revoking API keys: the one code path used by the admin API, the caller routes and the CLI. */
 import { ApiError } from '../errors.js';
 import { keyPrefix, mintKey } from './keys.js';
-import type { ApiKeyInfo, ApiKeyRecord, ApiKeyStore } from './types.js';
+import type { ApiKeyInfo, ApiKeyRecord, ApiKeyStore } from '../store/types.js';
 
 /** Active keys one user may hold; a bound on what a single caller can make us store. */
 export const MAX_ACTIVE_KEYS = 100;

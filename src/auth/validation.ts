@@ -1,6 +1,7 @@
 /** Request validation shared by the identity routes: valibot at the edge, issues → invalid_request details. */
 import * as v from 'valibot';
-import { ApiError, type ErrorDetail } from '../errors.js';
+import { ApiError } from '../errors.js';
+import { issueSentence, parseOrThrow } from '../validation.js';
 
 /** User ids: short, URL-safe, no colon (anonymous callers are `anon:<address>`), never `me` or `admin`. */
 export const USER_ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -14,24 +15,16 @@ export const UserIdSchema = v.pipe(
 
 export const KeyNameSchema = v.pipe(v.string(), v.trim(), v.minLength(1, 'must not be empty'), v.maxLength(64, 'must be at most 64 characters'));
 
-/** Session ids as the contract defines them. */
-export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
-
 /** Validates `value`, throwing `invalid_request` with one detail per failing field. */
 export function parseWith<const S extends v.GenericSchema>(schema: S, value: unknown): v.InferOutput<S> {
-  const result = v.safeParse(schema, value);
-  if (result.success) return result.output;
-  const details: ErrorDetail[] = result.issues.map((issue) => ({
-    path: (issue.path ?? []).map((item) => String(item.key)).join('.') || '(body)',
-    message: issue.message,
-  }));
-  throw new ApiError('invalid_request', 'The request is not valid.', { details });
+  return parseOrThrow(schema, value);
 }
 
 /** Reason a user id is refused, or undefined when it is acceptable (for the CLI). */
 export function userIdProblem(value: string): string | undefined {
   const result = v.safeParse(UserIdSchema, value);
-  return result.success ? undefined : `user id ${result.issues[0]!.message}`;
+  const issue = result.issues?.[0];
+  return issue === undefined ? undefined : `user id ${issueSentence(issue)}`;
 }
 
 /** An integer query parameter within [min, max]; the fallback when absent. */

@@ -1,7 +1,6 @@
 /** Opens the data directory for one CLI command: the same LMDB environment and stores the server uses. */
-import { createIdentityServices, type IdentityServices } from '../auth/identity-services.js';
-import { loadConfig, type Config } from '../config.js';
-import { createMetrics } from '../metrics.js';
+import { createIdentityServices, type IdentityServices } from '../identity.js';
+import { loadConfig, type Config } from '../config/index.js';
 import { LmdbStorage } from '../store/lmdb.js';
 
 export interface DataDir extends IdentityServices {
@@ -14,7 +13,7 @@ export async function withDataDir<T>(action: (data: DataDir) => Promise<T>): Pro
   const config = loadConfig();
   const storage = new LmdbStorage(config.dataDir);
   try {
-    return await action({ config, storage, ...createIdentityServices(config, storage, createMetrics()) });
+    return await action({ config, storage, ...createIdentityServices(config, storage) });
   } finally {
     await storage.close();
   }

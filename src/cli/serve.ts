@@ -6,8 +6,8 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { createServer, type AddressInfo } from 'node:net';
-import type { Config } from '../config.js';
-import { loadConfig } from '../config.js';
+import type { Config } from '../config/index.js';
+import { loadConfig } from '../config/index.js';
 import { createLogger, type Logger } from '../logger.js';
 import { startServer } from '../server.js';
 

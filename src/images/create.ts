@@ -1,5 +1,5 @@
 /** Builds the configured image provider (the built-in renderer when none is configured). */
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { Automatic1111ImageProvider } from './automatic1111.js';
 import { BuiltinImageProvider } from './builtin.js';
 import { OpenAiImageProvider } from './openai.js';
@@ -9,14 +9,8 @@ import type { ImageProvider } from './types.js';
 export function createImageProvider(images: Readonly<Config['images']>): ImageProvider {
   switch (images.provider) {
     case 'openai':
-      return new OpenAiImageProvider({
-        baseUrl: images.baseUrl ?? 'https://api.openai.com/v1',
-        apiKey: images.apiKey,
-        model: images.model,
-        timeoutMs: images.timeoutMs,
-      });
+      return new OpenAiImageProvider({ baseUrl: images.baseUrl, apiKey: images.apiKey, model: images.model, timeoutMs: images.timeoutMs });
     case 'automatic1111':
-      if (!images.baseUrl) throw new Error('images.base_url is required for the automatic1111 provider');
       return new Automatic1111ImageProvider({ baseUrl: images.baseUrl, apiKey: images.apiKey, model: images.model, timeoutMs: images.timeoutMs });
     case 'builtin':
       return new BuiltinImageProvider();

@@ -1,6 +1,7 @@
 /** The POST /api/chat/image body: validated once at the edge into a trusted ImageRequest. */
 import * as v from 'valibot';
-import { ApiError, type ErrorDetail } from '../errors.js';
+import { ApiError } from '../errors.js';
+import { parseOrThrow } from '../validation.js';
 import type { ImageProvider, ImageRequest } from './types.js';
 
 export const IMAGE_SIZES = ['256x256', '512x512', '1024x1024'] as const;
@@ -26,26 +27,12 @@ const ImageBodySchema = v.strictObject({
   model: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
 });
 
-function detailsOf(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
-  return issues.map((issue) => {
-    const path = (issue.path ?? []).map((item) => String(item.key)).join('.');
-    if (path === '') return { path: '(body)', message: 'must be a JSON object' };
-    // strictObject reports an unknown key as a key issue expecting `never`, a missing one with input undefined.
-    if (issue.type === 'strict_object' && issue.expected === 'never') return { path, message: 'is not a known field' };
-    return { path, message: issue.input === undefined ? 'is required' : issue.message };
-  });
-}
-
 /** Validates a parsed body against the contract and the configured provider's model id. */
 export function parseImageRequest(body: unknown, provider: ImageProvider): ImageRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new ApiError('invalid_request', 'The image request is not valid.', { details: [{ path: '(body)', message: 'must be a JSON object' }] });
   }
-  const parsed = v.safeParse(ImageBodySchema, body);
-  if (!parsed.success) {
-    throw new ApiError('invalid_request', 'The image request is not valid.', { details: detailsOf(parsed.issues) });
-  }
-  const { prompt, size = '1024x1024', n = 1, model } = parsed.output;
+  const { prompt, size = '1024x1024', n = 1, model } = parseOrThrow(ImageBodySchema, body, 'The image request is not valid.');
   if (model !== undefined && model !== provider.model) {
     throw new ApiError('invalid_request', 'The image request is not valid.', {
       details: [{ path: 'model', message: `is not an image model of this server (available: ${provider.model})` }],

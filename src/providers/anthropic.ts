@@ -4,7 +4,7 @@
  * Deep thinking turns on extended thinking with the model's token budget.
  */
 import { createParser } from 'eventsource-parser';
-import type { FinishReason } from '../chat/events.js';
+import type { FinishReason } from '../domain/types.js';
 import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';

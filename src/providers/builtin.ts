@@ -4,7 +4,7 @@
  * upstream model is configured and how to configure one. It streams word by word, optionally
  * paced, so every route works (and can be load-tested) with nothing configured.
  */
-import type { Source } from '../chat/events.js';
+import type { Source } from '../domain/types.js';
 import { abortableSleep } from './abortable-sleep.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
@@ -70,7 +70,7 @@ function question(request: ProviderRequest): string {
 /** The builtin's reasoning (deep thinking) and answer for a request; pure and deterministic. */
 export function composeAnswer(request: ProviderRequest): { thinking: string; answer: string } {
   const asked = question(request);
-  if (request.sources.length === 0 && request.looked) {
+  if (request.sources.length === 0 && request.searched) {
     return {
       thinking: 'Retrieval or search ran but found nothing to answer from.',
       answer:

@@ -4,7 +4,7 @@
  * counts. Deep thinking is Ollama's `think` flag; older reasoning models still put `<think>`
  * tags in content, which are split out too.
  */
-import type { FinishReason } from '../chat/events.js';
+import type { FinishReason } from '../domain/types.js';
 import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';

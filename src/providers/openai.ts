@@ -4,7 +4,7 @@
  * compatibility layer) or `<think>` tags inside `content`; all become thinking events.
  */
 import { createParser } from 'eventsource-parser';
-import type { FinishReason } from '../chat/events.js';
+import type { FinishReason } from '../domain/types.js';
 import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';

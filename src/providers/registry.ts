@@ -1,5 +1,5 @@
 /** The provider for each configured model, built once at start-up. */
-import type { Config, ModelConfig } from '../config.js';
+import type { Config, ModelConfig } from '../config/index.js';
 import { ApiError } from '../errors.js';
 import { AnthropicProvider } from './anthropic.js';
 import { BuiltinProvider } from './builtin.js';

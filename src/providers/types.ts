@@ -2,8 +2,8 @@
  * What every upstream dialect (openai, anthropic, ollama, builtin) implements: turn one normalised
  * request into a stream of normalised events, honouring the abort signal.
  */
-import type { FinishReason, Source } from '../chat/events.js';
-import type { ModelConfig } from '../config.js';
+import type { FinishReason, Source } from '../domain/types.js';
+import type { ModelConfig } from '../config/index.js';
 
 export interface ProviderMessage {
   role: 'system' | 'user' | 'assistant';
@@ -22,7 +22,7 @@ export interface ProviderRequest {
   /** Retrieved passages and search results, numbered as they will be cited. */
   sources: Source[];
   /** True when retrieval or search ran, even if it found nothing (the builtin then says so). */
-  looked?: boolean;
+  searched?: boolean;
 }
 
 /** Events a provider yields; the pipeline maps them onto ChatEvent. */

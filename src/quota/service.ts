@@ -2,15 +2,21 @@
  * Plans and exact quotas. Windows are fixed and aligned to the Unix epoch (a daily plan resets at
  * 00:00 UTC); `reset` is the end of the current window. The take itself is one storage transaction.
  */
-import type { Caller } from '../auth/types.js';
-import type { QuotaStamp } from '../chat/events.js';
-import type { Config, PlanConfig } from '../config.js';
+import type { Config, PlanConfig } from '../config/index.js';
+import type { Caller, Clock, Operation, QuotaReservation, QuotaStamp } from '../domain/types.js';
 import { ApiError } from '../errors.js';
-import type { Metrics } from '../metrics.js';
-import type { Operation, QuotaCounterStore, QuotaReservation, QuotaService, QuotaStatus, QuotaSubject } from './types.js';
+import type { QuotaCounterStore } from '../store/types.js';
+import type { QuotaService, QuotaStatus, QuotaSubject } from './types.js';
 
-/** A source of "now" in epoch milliseconds; injectable so tests can move across a window edge. */
-export type Clock = () => number;
+/** A refusal for quota: the code is `quota_exceeded`; the stamp says when the window resets. */
+export class QuotaExceeded extends ApiError {
+  constructor(
+    message: string,
+    readonly stamp: QuotaStamp,
+  ) {
+    super('quota_exceeded', message);
+  }
+}
 
 /** The window containing `now` for a plan: [start, end) in epoch ms. */
 export function windowOf(plan: PlanConfig, now: number): { start: number; end: number } {
@@ -31,7 +37,6 @@ export interface QuotaServiceWithStatus extends QuotaService {
 export function createQuotaService(
   config: Pick<Readonly<Config>, 'plans' | 'defaultPlan' | 'costs'>,
   counters: QuotaCounterStore,
-  metrics: Pick<Metrics, 'quotaRefusals'>,
   clock: Clock = Date.now,
 ): QuotaServiceWithStatus {
   const plan = (name: string) => {
@@ -48,15 +53,8 @@ export function createQuotaService(
     resetSeconds: Math.max(1, Math.ceil((end - now) / 1000)),
   });
 
-  const headers = (value: QuotaStamp): Record<string, string> => ({
-    'RateLimit-Limit': String(value.limit),
-    'RateLimit-Remaining': String(value.remaining),
-    'RateLimit-Reset': String(value.resetSeconds),
-  });
-
   return {
     plan,
-    headers,
 
     async reserve(caller: Caller, operation: Operation): Promise<QuotaReservation> {
       const { name, config: planConfig } = plan(caller.plan);
@@ -66,22 +64,20 @@ export function createQuotaService(
       const taken = await counters.take(caller.id, window.start, planConfig.quota, cost);
       const result = stamp(name, planConfig.quota, taken.used, window.end, now);
       if (!taken.ok) {
-        metrics.quotaRefusals.inc({ plan: name });
         const message =
           cost > planConfig.quota
             ? `This ${operation} request costs ${cost}, more than the ${planConfig.quota} the "${name}" plan allows per window.`
             : `The "${name}" plan quota is used up (${operation} costs ${cost}, ${result.remaining} left); it resets at ${result.reset}.`;
-        throw new ApiError('quota_exceeded', message, {
-          headers: { ...headers(result), 'Retry-After': String(result.resetSeconds) },
-        });
+        throw new QuotaExceeded(message, result);
       }
-      let refunded = false;
+      let refunded: Promise<QuotaStamp> | undefined;
       return {
         stamp: result,
-        refund: async () => {
-          if (refunded) return;
-          refunded = true;
-          await counters.giveBack(caller.id, window.start, cost);
+        refund: () => {
+          refunded ??= counters.giveBack(caller.id, window.start, cost).then((used) =>
+            used === undefined ? result : stamp(name, planConfig.quota, used, window.end, clock()),
+          );
+          return refunded;
         },
       };
     },

@@ -1,12 +1,13 @@
 /** Builds the knowledge base from the config, for the server and the CLI alike. */
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
 import type { LmdbStorage } from '../store/lmdb.js';
 import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
 
 /** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
-export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStorage, deps: { logger?: Logger } = {}): KnowledgeBase {
+export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStorage, deps: { logger?: Logger; metrics?: Pick<Metrics, 'retrievalDuration'> } = {}): KnowledgeBase {
   const embeddings = config.rag.embeddings;
   const embedder = embeddings
     ? new OpenAiEmbedder({ baseUrl: embeddings.baseUrl, model: embeddings.model, apiKey: embeddings.apiKey, timeoutMs: config.upstream.firstByteTimeoutMs })
@@ -17,8 +18,7 @@ export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStora
     minScore: config.rag.minScore,
     embedder,
     logger: deps.logger,
-    // colloquy_retrieval_duration_seconds is observed by the chat pipeline around retrieve();
-    // observing here as well would count every chat retrieval twice.
-    observeRetrieval: undefined,
+    // colloquy_retrieval_duration_seconds is recorded where retrieval happens, for chat and local search alike.
+    observeRetrieval: deps.metrics ? (seconds) => deps.metrics?.retrievalDuration.observe(seconds) : undefined,
   });
 }

@@ -5,14 +5,15 @@
 import * as v from 'valibot';
 import { createKey, listKeys } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
-import type { UserRecord } from '../auth/types.js';
+import type { UserRecord } from '../store/types.js';
 import { KeyNameSchema, parseWith, UserIdSchema } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { Route } from '../http/types.js';
+import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
 import { nextAfter, pageQuery } from './paging.js';
+import { requireAdmin } from './admit.js';
 
-const NO_STORE = { 'Cache-Control': 'no-store' };
 
 function userView(user: UserRecord): { user_id: string; plan: string; created: string } {
   return { user_id: user.user_id, plan: user.plan, created: user.created };
@@ -37,7 +38,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'POST',
       path: '/api/admin/users',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const body = parseWith(CreateUserBody, await context.readJson());
         const plan = body.plan ?? services.config.defaultPlan;
         if (!(await services.users.create(body.user_id, plan))) {
@@ -50,7 +51,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/admin/users',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const { limit, after } = pageQuery(context.request.query);
         const users = services.users.list({ limit, after });
         context.json(200, { users: users.map(userView), ...nextAfter(users, limit, (user) => user.user_id) }, NO_STORE);
@@ -60,7 +61,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/admin/users/:user_id',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         context.json(200, userView(existingUser(context.request.params.user_id)), NO_STORE);
       },
     },
@@ -68,7 +69,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'PATCH',
       path: '/api/admin/users/:user_id',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const body = parseWith(PatchUserBody, await context.readJson());
         const updated = await services.users.setPlan(context.request.params.user_id ?? '', body.plan);
         if (!updated) throw new ApiError('not_found', 'No user with this id.');
@@ -79,7 +80,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'POST',
       path: '/api/admin/users/:user_id/keys',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const user = existingUser(context.request.params.user_id);
         const body = parseWith(CreateKeyBody, await context.readJson({ optional: true }));
         const created = await createKey(services.apiKeys, user.user_id, body?.name);
@@ -90,7 +91,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/admin/users/:user_id/keys',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const user = existingUser(context.request.params.user_id);
         context.json(200, { user_id: user.user_id, keys: listKeys(services.apiKeys, user.user_id) }, NO_STORE);
       },
@@ -99,7 +100,7 @@ export function adminRoutes(services: Services): Route[] {
       method: 'DELETE',
       path: '/api/admin/users/:user_id/keys/:key_id',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const user = existingUser(context.request.params.user_id);
         const keyId = context.request.params.key_id ?? '';
         if (!isKeyId(keyId) || !(await services.apiKeys.revoke(user.user_id, keyId))) {

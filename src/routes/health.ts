@@ -23,12 +23,12 @@ export function healthRoutes(services: Services): Route[] {
         const capabilities = {
           images: { provider: services.images.name },
           search: { provider: services.search.name },
-          retrieval: { enabled: services.retriever !== undefined },
         };
         const providersOk = Object.values(providers).some((check) => check.status === 'ok');
-        const status = storage.ok && providersOk ? 'ok' : storage.ok ? 'degraded' : 'unavailable';
+        // Storage that cannot be read means the node cannot serve; a provider down is only degraded.
+        const status = !storage.ok ? 'unavailable' : providersOk ? 'ok' : 'degraded';
         const body = {
-          status: status === 'unavailable' ? 'degraded' : status,
+          status,
           version: services.config.version,
           uptime_s: Math.round((performance.now() - services.startedAt) / 1000),
           checks: { storage, providers, ...capabilities },

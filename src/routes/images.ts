@@ -5,10 +5,11 @@
  */
 import { ApiError, toApiError } from '../errors.js';
 import type { HttpContext, ResponseStream, Route } from '../http/types.js';
-import { parseImageRequest } from '../images/request.js';
 import type { GeneratedImage, ImageProgress, ImageRequest } from '../images/types.js';
-import type { QuotaStamp } from '../chat/events.js';
+import type { QuotaStamp } from '../domain/types.js';
 import type { Services } from '../services.js';
+import { admitImage } from './admit.js';
+import { rateLimitHeaders } from './headers.js';
 
 const NDJSON = 'application/x-ndjson';
 
@@ -117,7 +118,7 @@ async function streamImages(
   refund: () => Promise<void>,
   started: number,
 ): Promise<void> {
-  const stream = context.stream({ contentType: NDJSON, headers: services.quota.headers(stamp) });
+  const stream = context.stream({ contentType: NDJSON, headers: rateLimitHeaders(stamp) });
   services.metrics.activeStreams.inc();
   try {
     await stream.write(line({ type: 'progress', stage: 'accepted', message: 'Image request accepted.', elapsed_ms: elapsed(started) }));
@@ -161,27 +162,26 @@ export function imageRoutes(services: Services): Route[] {
       handler: async (context) => {
         const started = performance.now();
         const ndjson = wantsNdjson(context.request.headers.accept);
-        const caller = await services.auth.caller(context);
-        const request = parseImageRequest(await context.readJson(), services.images);
         // Quota is taken only for a valid request, and before any upstream work starts.
-        const reservation = await services.quota.reserve(caller, 'image');
+        const { request, reservation } = await admitImage(services, context);
         if (context.signal.aborted) {
           // The client left while the quota was being taken: nothing will be produced for it.
           await reservation.refund();
           return;
         }
         if (ndjson) {
-          await streamImages(services, context, request, reservation.stamp, () => reservation.refund(), started);
+          await streamImages(services, context, request, reservation.stamp, async () => void (await reservation.refund()), started);
           return;
         }
         let images: GeneratedImage[];
         try {
           images = await generate(services, request, context.signal);
         } catch (error) {
-          await reservation.refund();
+          const refunded = await reservation.refund();
+          if (error instanceof ApiError) throw new ApiError(error.code, error.message, { details: error.details, headers: { ...error.headers, ...rateLimitHeaders(refunded) } });
           throw error;
         }
-        context.json(200, replyBody(services, images, reservation.stamp), services.quota.headers(reservation.stamp));
+        context.json(200, replyBody(services, images, reservation.stamp), rateLimitHeaders(reservation.stamp));
       },
     },
   ];

@@ -2,19 +2,20 @@
 import * as v from 'valibot';
 import { createKey, listKeys } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
-import type { Caller } from '../auth/types.js';
+import type { Caller } from '../domain/types.js';
 import { KeyNameSchema, parseWith } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { HttpContext, Route } from '../http/types.js';
+import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
+import { identify } from './admit.js';
 
 const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
 
-const NO_STORE = { 'Cache-Control': 'no-store' };
 
 /** The caller, who must be a user with a key: anonymous callers have no keys, the admin uses the admin API. */
 async function keyOwner(services: Services, context: HttpContext): Promise<Extract<Caller, { kind: 'user' }>> {
-  const caller = await services.auth.caller(context);
+  const caller = await identify(services, context);
   if (caller.kind === 'user') return caller;
   if (caller.kind === 'anonymous') {
     throw new ApiError('unauthorized', 'Managing keys needs an API key: send "Authorization: Bearer <API key>".', {

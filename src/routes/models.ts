@@ -2,6 +2,7 @@
 import type { Route } from '../http/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { Services } from '../services.js';
+import { identify } from './admit.js';
 
 /** The models route. */
 export function modelsRoutes(services: Services, registry: ProviderRegistry): Route[] {
@@ -10,7 +11,7 @@ export function modelsRoutes(services: Services, registry: ProviderRegistry): Ro
       method: 'GET',
       path: '/api/models',
       handler: async (context) => {
-        await services.auth.caller(context);
+        await identify(services, context);
         context.json(200, {
           default_model: services.config.defaultModel,
           models: registry.models.map((model) => ({

@@ -1,9 +1,10 @@
 /** GET /api/chat/quota/{user_id}: a caller's standing in the current window. Reading it takes no quota. */
-import type { Caller } from '../auth/types.js';
+import type { Caller } from '../domain/types.js';
 import { ApiError } from '../errors.js';
 import type { Route } from '../http/types.js';
 import type { QuotaSubject } from '../quota/types.js';
 import type { Services } from '../services.js';
+import { identify } from './admit.js';
 
 /** The quota lookup route. */
 export function quotaRoutes(services: Services): Route[] {
@@ -22,7 +23,7 @@ export function quotaRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/chat/quota/:user_id',
       handler: async (context) => {
-        const caller = await services.auth.caller(context);
+        const caller = await identify(services, context);
         const subject = subjectFor(caller, context.request.params.user_id ?? '');
         const status = services.quota.status(subject);
         context.json(200, { user_id: subject.id, ...status }, { 'Cache-Control': 'no-store' });

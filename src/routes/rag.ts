@@ -7,11 +7,12 @@ import * as v from 'valibot';
 import { parseWith } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { HttpContext, Route } from '../http/types.js';
+import { NO_STORE } from './headers.js';
 import { COLLECTION_PATTERN, DEFAULT_COLLECTION } from '../rag/knowledge-base.js';
 import type { Services } from '../services.js';
 import { nextAfter, pageQuery } from './paging.js';
+import { identify, requireAdmin } from './admit.js';
 
-const NO_STORE = { 'Cache-Control': 'no-store' };
 const DOCUMENT_ID_PATTERN = /^doc_[0-9a-f]{24}$/;
 
 const CollectionSchema = v.pipe(v.string(), v.regex(COLLECTION_PATTERN, 'must be 1-64 letters, digits, "_" or "-"'));
@@ -48,7 +49,7 @@ export function ragRoutes(services: Services): Route[] {
       method: 'POST',
       path: '/api/rag/documents',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const body = parseWith(IngestBody, await context.readJson());
         const bytes = Buffer.byteLength(body.text, 'utf8');
         if (bytes > maxBytes) {
@@ -69,7 +70,7 @@ export function ragRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/rag/documents',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const collection = collectionFromQuery(context);
         const { limit, after } = pageQuery(context.request.query);
         if (collection !== undefined) requireCollection(collection);
@@ -82,7 +83,7 @@ export function ragRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/rag/documents/:document_id',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const id = context.request.params.document_id ?? '';
         const document = DOCUMENT_ID_PATTERN.test(id) ? knowledge.get(id) : undefined;
         if (!document) throw new ApiError('not_found', 'No document with this id.');
@@ -93,7 +94,7 @@ export function ragRoutes(services: Services): Route[] {
       method: 'DELETE',
       path: '/api/rag/documents/:document_id',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const id = context.request.params.document_id ?? '';
         const collection = collectionFromQuery(context);
         if (collection !== undefined) requireCollection(collection);
@@ -107,7 +108,7 @@ export function ragRoutes(services: Services): Route[] {
       method: 'DELETE',
       path: '/api/rag/documents',
       handler: async (context) => {
-        await services.auth.admin(context);
+        await requireAdmin(services, context);
         const collection = collectionFromQuery(context);
         if (collection === undefined) {
           throw new ApiError('invalid_request', 'Name the collection to delete with ?collection=NAME.', {
@@ -124,7 +125,7 @@ export function ragRoutes(services: Services): Route[] {
       path: '/api/chat/rag/stats',
       handler: async (context) => {
         // Any caller (an anonymous one too, unless keys are required) may read the figures; not quota-counted.
-        await services.auth.caller(context);
+        await identify(services, context);
         context.json(200, knowledge.stats(), NO_STORE);
       },
     },

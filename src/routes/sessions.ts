@@ -2,12 +2,14 @@
  * GET/DELETE /api/chat/session/{id} and GET /api/chat/sessions. Sessions are keyed by owner, so
  * someone else's session id answers exactly like one that never existed.
  */
-import { queryInt, SESSION_ID_PATTERN } from '../auth/validation.js';
+import { queryInt } from '../auth/validation.js';
+import { SESSION_ID_PATTERN } from '../domain/types.js';
 import { ApiError } from '../errors.js';
 import type { Route } from '../http/types.js';
+import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
+import { identify } from './admit.js';
 
-const NO_STORE = { 'Cache-Control': 'no-store' };
 
 function sessionId(value: string | undefined): string {
   if (value === undefined || !SESSION_ID_PATTERN.test(value)) {
@@ -28,7 +30,7 @@ export function sessionRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/chat/session/:id',
       handler: async (context) => {
-        const caller = await services.auth.caller(context);
+        const caller = await identify(services, context);
         const id = sessionId(context.request.params.id);
         const limit = queryInt(context.request.query, 'limit', maxTurns, 1, maxTurns);
         const record = await services.sessions.get(caller.id, id, limit);
@@ -40,7 +42,7 @@ export function sessionRoutes(services: Services): Route[] {
       method: 'DELETE',
       path: '/api/chat/session/:id',
       handler: async (context) => {
-        const caller = await services.auth.caller(context);
+        const caller = await identify(services, context);
         const id = sessionId(context.request.params.id);
         if (!(await services.sessions.delete(caller.id, id))) throw notFound();
         context.json(200, { session_id: id, deleted: true }, NO_STORE);
@@ -50,7 +52,7 @@ export function sessionRoutes(services: Services): Route[] {
       method: 'GET',
       path: '/api/chat/sessions',
       handler: async (context) => {
-        const caller = await services.auth.caller(context);
+        const caller = await identify(services, context);
         const limit = queryInt(context.request.query, 'limit', 50, 1, 200);
         context.json(200, { sessions: await services.sessions.list(caller.id, limit) }, NO_STORE);
       },

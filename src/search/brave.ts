@@ -20,6 +20,7 @@ export interface BraveOptions {
 /** Web search through the Brave Search API. */
 export class BraveSearch implements SearchProvider {
   readonly name = 'brave';
+  readonly sourceKind = 'web' as const;
 
   constructor(
     private readonly options: BraveOptions,

@@ -2,7 +2,7 @@
  * Builds the one SearchProvider the server uses from `config.search`, and counts its failures
  * by provider and error code.
  */
-import { ConfigError, type Config } from '../config.js';
+import { ConfigError, type Config } from '../config/index.js';
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -16,8 +16,8 @@ import type { SearchProvider, SearchResult } from './types.js';
 export interface SearchDeps {
   metrics: Metrics;
   logger: Logger;
-  /** The knowledge base, searched by the offline default provider; looked up at search time. */
-  retriever: () => Retriever | undefined;
+  /** The knowledge base, searched by the offline default provider. */
+  retriever: Retriever;
 }
 
 /** The configured provider; a web provider without its base URL or key stops start-up with a ConfigError. */
@@ -56,6 +56,7 @@ function required(value: string | undefined, key: string, provider: string): str
 function withFailureCount(provider: SearchProvider, metrics: Metrics): SearchProvider {
   return {
     name: provider.name,
+    sourceKind: provider.sourceKind,
     async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
       try {
         return await provider.search(query, options, signal);

@@ -3,7 +3,6 @@
  * routes answer with nothing configured and say so with provider `local`. Results are whole
  * documents (the best passage of each), with a snippet centred on the sentences that match.
  */
-import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Retriever } from '../rag/types.js';
 import { capText, collapseWhitespace, SNIPPET_MAX_CHARS, toSearchQuery } from './normalise.js';
@@ -15,10 +14,10 @@ const MAX_PASSAGES = 20;
 /** Knowledge-base search behind the SearchProvider interface. */
 export class LocalSearch implements SearchProvider {
   readonly name = 'local';
+  readonly sourceKind = 'document' as const;
 
-  /** `retriever` is looked up per call, so start-up can wire the knowledge base in any order. */
   constructor(
-    private readonly retriever: () => Retriever | undefined,
+    private readonly retriever: Retriever,
     private readonly metrics: Metrics,
   ) {}
 
@@ -26,12 +25,10 @@ export class LocalSearch implements SearchProvider {
   async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
-    const retriever = this.retriever();
-    if (!retriever) throw new ApiError('unavailable', 'The local knowledge base is not available, and no web search provider is configured.');
     const started = performance.now();
     let outcome = 'error';
     try {
-      const passages = await retriever.retrieve(q, { topK: Math.min(MAX_PASSAGES, options.maxResults * 3) }, signal);
+      const passages = await this.retriever.retrieve(q, { topK: Math.min(MAX_PASSAGES, options.maxResults * 3) }, signal);
       const seen = new Set<string>();
       const results: SearchResult[] = [];
       for (const passage of passages) {

@@ -17,6 +17,7 @@ export interface SearxngOptions {
 /** Web search through a self-hosted SearXNG instance's JSON API. */
 export class SearxngSearch implements SearchProvider {
   readonly name = 'searxng';
+  readonly sourceKind = 'web' as const;
 
   constructor(
     private readonly options: SearxngOptions,

@@ -20,6 +20,7 @@ export interface TavilyOptions {
 /** Web search through the Tavily Search API. */
 export class TavilySearch implements SearchProvider {
   readonly name = 'tavily';
+  readonly sourceKind = 'web' as const;
 
   constructor(
     private readonly options: TavilyOptions,

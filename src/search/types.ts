@@ -8,6 +8,8 @@ export interface SearchResult {
 export interface SearchProvider {
   /** Name reported in `search.provider` (`searxng`, `brave`, `tavily`, `local`). */
   readonly name: string;
+  /** What its results are, as sources: `web` pages, or `document`s of the local knowledge base. */
+  readonly sourceKind: 'web' | 'document';
   /** Returns at most `maxResults` de-duplicated results. Throws ApiError on upstream failure. */
   search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]>;
 }

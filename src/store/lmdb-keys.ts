@@ -4,7 +4,7 @@
  * range read.
  */
 import type { Database } from 'lmdb';
-import type { ApiKeyRecord, ApiKeyStore } from '../auth/types.js';
+import type { ApiKeyRecord, ApiKeyStore } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
 
 interface StoredKey {

@@ -4,7 +4,7 @@
  * sweeping job.
  */
 import type { Database } from 'lmdb';
-import type { CounterTake, QuotaCounterStore } from '../quota/types.js';
+import type { CounterTake, QuotaCounterStore } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
 
 interface Counter {
@@ -33,12 +33,13 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
     });
   }
 
-  async giveBack(subject: string, windowStart: number, cost: number): Promise<void> {
-    if (cost <= 0) return;
-    await this.db.transaction(() => {
+  giveBack(subject: string, windowStart: number, cost: number): Promise<number | undefined> {
+    return this.db.transaction(() => {
       const current = this.db.get(subject);
-      if (current === undefined || current.window_start !== windowStart) return;
-      this.db.put(subject, { window_start: windowStart, used: Math.max(0, current.used - cost) });
+      if (current === undefined || current.window_start !== windowStart) return undefined;
+      const used = Math.max(0, current.used - Math.max(0, cost));
+      if (used !== current.used) this.db.put(subject, { window_start: windowStart, used });
+      return used;
     });
   }
 

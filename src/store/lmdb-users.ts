@@ -1,6 +1,6 @@
 /** Users in LMDB: sub-database `users`, keyed by user id. */
 import type { Database } from 'lmdb';
-import type { UserRecord, UserStore } from '../auth/types.js';
+import type { UserRecord, UserStore } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
 
 /** The LMDB-backed user store. */

@@ -56,3 +56,78 @@ export interface SessionSummary {
   created: string;
   updated: string;
 }
+
+/** A user known to the service (created by the admin API or the CLI). */
+export interface UserRecord {
+  user_id: string;
+  plan: string;
+  /** ISO 8601. */
+  created: string;
+}
+
+/** A stored API key: never the key itself, only the hash of its secret. */
+export interface ApiKeyRecord {
+  key_id: string;
+  user_id: string;
+  /** SHA-256 of the secret part. */
+  hash: Uint8Array;
+  name: string | undefined;
+  created: string;
+  last_used: string | undefined;
+  revoked_at: string | undefined;
+}
+
+/** What a key listing shows: everything but the hash. */
+export interface ApiKeyInfo {
+  key_id: string;
+  prefix: string;
+  name: string | null;
+  created: string;
+  last_used: string | null;
+  revoked: boolean;
+  revoked_at: string | null;
+}
+
+export interface UserStore {
+  get(userId: string): UserRecord | undefined;
+  /** Creates the user; false when the id is taken. */
+  create(userId: string, plan: string): Promise<boolean>;
+  /** Changes the plan; the updated record, or undefined when there is no such user. */
+  setPlan(userId: string, plan: string): Promise<UserRecord | undefined>;
+  /** Users in id order after `after`, at most `limit`. */
+  list(options: { limit: number; after?: string }): UserRecord[];
+}
+
+export interface ApiKeyStore {
+  /** Looked up by id (no scan). */
+  get(keyId: string): ApiKeyRecord | undefined;
+  /** Stores a new key for a user. */
+  add(record: ApiKeyRecord): Promise<void>;
+  /** A user's keys in id order, at most `limit`. */
+  listForUser(userId: string, limit: number): ApiKeyRecord[];
+  /** Marks a key revoked; false when it does not exist or belongs to someone else. */
+  revoke(userId: string, keyId: string): Promise<boolean>;
+  /** Records use of a key (throttled by the caller; best effort). */
+  touch(keyId: string, at: string): void;
+}
+
+/** Outcome of one atomic take from a counter. */
+export interface CounterTake {
+  ok: boolean;
+  /** Units used in the window after the take (or at refusal). */
+  used: number;
+}
+
+/**
+ * Fixed-window counters in storage. Each call is one write transaction that reads the counter
+ * inside it, so concurrent callers and other processes on the same environment cannot overspend.
+ */
+export interface QuotaCounterStore {
+  /** Adds `cost` to the subject's window unless that would pass `limit`. */
+  take(subject: string, windowStart: number, limit: number, cost: number): Promise<CounterTake>;
+  /** Gives `cost` back, only if the subject is still in the same window; units used after it (undefined: the window moved on). */
+  giveBack(subject: string, windowStart: number, cost: number): Promise<number | undefined>;
+  /** Units used in the given window (0 when the stored counter belongs to an older one). */
+  used(subject: string, windowStart: number): number;
+}
+

@@ -3,7 +3,7 @@
  * it, started once per describe block, with the upstream's record cleared before each test.
  */
 import { after, before, beforeEach } from 'node:test';
-import type { ConfigFile } from '../../src/config.js';
+import type { ConfigFile } from '../../src/config/index.js';
 import { startImageUpstream, type ImageUpstream } from './image-upstreams.js';
 import { bootServer, type TestServer } from './server.js';
 

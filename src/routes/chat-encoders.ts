@@ -3,7 +3,7 @@
  * NDJSON `result` line), SSE frames (/stream) and NDJSON lines (/progress).
  */
 import type { ErrorCode } from '../errors.js';
-import { assertNever, type ChatEvent, type FinishReason, type Source, type Usage } from './events.js';
+import { assertNever, type ChatEvent, type FinishReason, type Source, type Usage } from '../domain/types.js';
 
 /** The /api/chat/ response body. */
 export interface ChatResponseBody {

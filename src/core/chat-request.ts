@@ -3,7 +3,9 @@
  * fields are refused; every failing field is listed in `details` with its path.
  */
 import * as v from 'valibot';
-import { ApiError, type ErrorDetail } from '../errors.js';
+import { SESSION_ID_PATTERN } from '../domain/types.js';
+import { ApiError } from '../errors.js';
+import { parseOrThrow } from '../validation.js';
 
 const MESSAGE_MAX = 32_768;
 
@@ -41,7 +43,7 @@ const chatFields = {
       v.maxLength(100, 'must have at most 100 items'),
     ),
   ),
-  session_id: v.optional(v.pipe(v.string('must be a string'), v.regex(/^[A-Za-z0-9_-]{1,128}$/, 'must match [A-Za-z0-9_-]{1,128}'))),
+  session_id: v.optional(v.pipe(v.string('must be a string'), v.regex(SESSION_ID_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_" or "-"'))),
   rag: v.optional(
     v.union(
       [v.boolean(), v.strictObject({ top_k: v.optional(Int(1, 20)), collection: v.optional(v.pipe(v.string(), v.minLength(1))) })],
@@ -64,23 +66,10 @@ export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_resul
 /** A validated chat request (search fields included). */
 export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;
 
-function issueDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
-  return issues.map((issue) => {
-    const path = (issue.path ?? []).map((item) => String(item.key)).join('.');
-    // strictObject reports an unknown key with the key in the path and a generic message.
-    const unknownKey = issue.kind === 'schema' && issue.type === 'strict_object' && issue.expected === 'never';
-    return { path: path || '(body)', message: unknownKey ? 'is not a known field' : issue.message };
-  });
-}
-
 /** Validates a parsed body; throws invalid_request with one detail per failing field. */
 export function parseChatRequest(body: unknown, withSearch: boolean): ChatRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new ApiError('invalid_request', 'The body must be a JSON object.', { details: [{ path: '(body)', message: 'must be an object' }] });
   }
-  const parsed = v.safeParse(withSearch ? SearchChatRequestSchema : ChatRequestSchema, body, { abortEarly: false });
-  if (!parsed.success) {
-    throw new ApiError('invalid_request', 'The chat request is not valid.', { details: issueDetails(parsed.issues) });
-  }
-  return parsed.output;
+  return parseOrThrow(withSearch ? SearchChatRequestSchema : ChatRequestSchema, body, 'The chat request is not valid.');
 }

@@ -1,0 +1,39 @@
+/** Built-in defaults: the plans, the upstream base URLs and key variables, the package version. */
+import { readFileSync } from 'node:fs';
+import type { Config, ModelConfig, PlanConfig } from './types.js';
+
+export const DEFAULT_PLANS: Record<string, PlanConfig> = {
+  free: { quota: 50, window_seconds: 86_400 },
+  pro: { quota: 2000, window_seconds: 86_400 },
+};
+
+export const DEFAULT_BASE_URL: Record<ModelConfig['provider'], string | undefined> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com',
+  ollama: 'http://127.0.0.1:11434',
+  builtin: undefined,
+};
+
+export function defaultSearchUrl(provider: Config['search']['provider']): string | undefined {
+  if (provider === 'brave') return 'https://api.search.brave.com';
+  if (provider === 'tavily') return 'https://api.tavily.com';
+  return undefined;
+}
+
+export function defaultSearchKeyEnv(provider: Config['search']['provider']): string | undefined {
+  if (provider === 'brave') return 'BRAVE_API_KEY';
+  if (provider === 'tavily') return 'TAVILY_API_KEY';
+  return undefined;
+}
+
+let cachedVersion: string | undefined;
+export function packageVersion(): string {
+  if (cachedVersion) return cachedVersion;
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    cachedVersion = pkg.version ?? '0.0.0';
+  } catch {
+    cachedVersion = '0.0.0';
+  }
+  return cachedVersion;
+}

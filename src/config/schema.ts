@@ -1,0 +1,76 @@
+/** The config file's shape, as valibot schemas: every key optional, unknown keys refused. */
+import * as v from 'valibot';
+
+const ProviderName = v.picklist(['openai', 'anthropic', 'ollama', 'builtin']);
+const Url = v.pipe(v.string(), v.url());
+const PositiveInt = v.pipe(v.number(), v.integer(), v.minValue(1));
+const NonNegativeInt = v.pipe(v.number(), v.integer(), v.minValue(0));
+
+const PlanSchema = v.strictObject({ quota: NonNegativeInt, window_seconds: PositiveInt });
+
+const ModelSchema = v.strictObject({
+  id: v.pipe(v.string(), v.minLength(1)),
+  provider: ProviderName,
+  base_url: v.optional(Url),
+  api_key_env: v.optional(v.string()),
+  upstream_model: v.optional(v.string()),
+  /** Anthropic's thinking budget (tokens) when deep thinking is on. */
+  thinking_budget: v.optional(PositiveInt),
+});
+
+const SearchSchema = v.strictObject({
+  provider: v.picklist(['local', 'searxng', 'brave', 'tavily']),
+  base_url: v.optional(Url),
+  api_key_env: v.optional(v.string()),
+  timeout_ms: v.optional(PositiveInt),
+});
+
+const ImagesSchema = v.strictObject({
+  provider: v.picklist(['builtin', 'openai', 'automatic1111']),
+  base_url: v.optional(Url),
+  api_key_env: v.optional(v.string()),
+  model: v.optional(v.string()),
+  timeout_ms: v.optional(PositiveInt),
+});
+
+const RagSchema = v.strictObject({
+  chunk_size: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100))),
+  chunk_overlap: v.optional(NonNegativeInt),
+  max_document_bytes: v.optional(PositiveInt),
+  min_score: v.optional(v.pipe(v.number(), v.minValue(0))),
+  embeddings: v.optional(
+    v.strictObject({ base_url: Url, model: v.string(), api_key_env: v.optional(v.string()) }),
+  ),
+});
+
+/** The config file's shape; every key is optional. */
+export const ConfigFileSchema = v.strictObject({
+  auth_required: v.optional(v.boolean()),
+  anonymous_plan: v.optional(v.string()),
+  default_plan: v.optional(v.string()),
+  plans: v.optional(v.record(v.string(), PlanSchema)),
+  costs: v.optional(
+    v.strictObject({ chat: v.optional(NonNegativeInt), search: v.optional(NonNegativeInt), image: v.optional(NonNegativeInt) }),
+  ),
+  default_model: v.optional(v.string()),
+  models: v.optional(v.array(ModelSchema)),
+  search: v.optional(SearchSchema),
+  images: v.optional(ImagesSchema),
+  rag: v.optional(RagSchema),
+  session_max_turns: v.optional(PositiveInt),
+  body_limit_bytes: v.optional(PositiveInt),
+  max_json_depth: v.optional(PositiveInt),
+  builtin_delay_ms: v.optional(NonNegativeInt),
+  upstream: v.optional(
+    v.strictObject({
+      connect_timeout_ms: v.optional(PositiveInt),
+      first_byte_timeout_ms: v.optional(PositiveInt),
+      idle_timeout_ms: v.optional(PositiveInt),
+      retries: v.optional(NonNegativeInt),
+    }),
+  ),
+  shutdown_grace_ms: v.optional(PositiveInt),
+  stream_stall_timeout_ms: v.optional(PositiveInt),
+  trust_proxy: v.optional(v.boolean()),
+});
+export type ConfigFile = v.InferOutput<typeof ConfigFileSchema>;

@@ -1,0 +1,63 @@
+/** The validated configuration as the rest of the code sees it: resolved, defaulted, frozen. */
+
+export interface PlanConfig {
+  quota: number;
+  window_seconds: number;
+}
+
+/** A model as the rest of the code sees it: the upstream key already resolved. */
+export interface ModelConfig {
+  id: string;
+  provider: 'openai' | 'anthropic' | 'ollama' | 'builtin';
+  baseUrl: string | undefined;
+  apiKey: string | undefined;
+  upstreamModel: string;
+  thinkingBudget: number;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  workers: number;
+  logLevel: string;
+  adminToken: string | undefined;
+  authRequired: boolean;
+  trustProxy: boolean;
+  anonymousPlan: string;
+  defaultPlan: string;
+  plans: Record<string, PlanConfig>;
+  costs: { chat: number; search: number; image: number };
+  defaultModel: string;
+  models: ModelConfig[];
+  search: { provider: 'local' | 'searxng' | 'brave' | 'tavily'; baseUrl: string | undefined; apiKey: string | undefined; timeoutMs: number };
+  images: ImagesConfig;
+  rag: {
+    chunkSize: number;
+    chunkOverlap: number;
+    maxDocumentBytes: number;
+    minScore: number;
+    embeddings: { baseUrl: string; model: string; apiKey: string | undefined } | undefined;
+  };
+  sessionMaxTurns: number;
+  bodyLimitBytes: number;
+  maxJsonDepth: number;
+  builtinDelayMs: number;
+  upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number };
+  shutdownGraceMs: number;
+  /** A streamed response whose client has not drained for this long is closed (and its upstream cancelled). */
+  streamStallTimeoutMs: number;
+  version: string;
+}
+
+/** Raised when the environment or the config file is invalid; the message names the bad key. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export const BUILTIN_MODEL_ID = 'builtin-extractive';
+
+/** The image backend: the upstream ones always have their base URL (the loader refuses them without one). */
+export type ImagesConfig =
+  | { provider: 'builtin'; model: string | undefined; timeoutMs: number }
+  | { provider: 'openai' | 'automatic1111'; baseUrl: string; apiKey: string | undefined; model: string | undefined; timeoutMs: number };

@@ -1,0 +1,36 @@
+/**
+ * What the chat core is handed for one request: everything the edge decided (who calls, what
+ * they asked, which model, the quota already taken) and the long-lived parts it works with.
+ * Nothing here is HTTP: no context, no header, no status.
+ */
+import type { ModelConfig } from '../config/index.js';
+import type { Caller, QuotaReservation } from '../domain/types.js';
+import type { Logger } from '../logger.js';
+import type { ChatProvider } from '../providers/types.js';
+import type { Retriever } from '../rag/types.js';
+import type { SearchProvider } from '../search/types.js';
+import type { SessionStore } from '../store/types.js';
+import type { ChatRequest } from './chat-request.js';
+
+/** Which route asked: the search route forces the search step and pays the `search` cost. */
+export type ChatKind = 'chat' | 'search';
+
+/** One admitted chat request: validated, resolved to a model, with its quota reserved. */
+export interface ChatJob {
+  readonly kind: ChatKind;
+  readonly caller: Caller;
+  readonly request: ChatRequest;
+  readonly model: ModelConfig;
+  readonly provider: ChatProvider;
+  readonly reservation: QuotaReservation;
+}
+
+/** The long-lived parts the chat stages use. */
+export interface ChatDependencies {
+  readonly sessions: SessionStore;
+  readonly retriever: Retriever;
+  readonly search: SearchProvider;
+  readonly logger: Logger;
+  /** Stored turns read back into a conversation at most. */
+  readonly sessionMaxTurns: number;
+}

@@ -1,0 +1,74 @@
+/**
+ * The one generation core shared by every chat-like route: conversation, sources, generate,
+ * persist, as events. It takes an admitted job and an AbortSignal and yields ChatEvents; it never
+ * sees a socket, a header or a status. Errors never escape as exceptions: they end the sequence
+ * with one `error` event. When the signal aborts, the sequence just stops.
+ */
+import type { ChatEvent, QuotaStamp } from '../domain/types.js';
+import { ApiError, toApiError } from '../errors.js';
+import type { SessionMessage } from '../store/types.js';
+import type { ChatDependencies, ChatJob } from './chat-job.js';
+import { buildConversation, hasEarlierTurns } from './conversation.js';
+import { AnswerRecord, generate } from './generate.js';
+import { persistTurn } from './persist.js';
+import { gatherSources } from './sources.js';
+
+/** Runs admitted chat jobs. */
+export class ChatPipeline {
+  constructor(private readonly deps: ChatDependencies) {}
+
+  /** The events of one job: start, progress, sources, thinking, delta, then done or error. */
+  async *run(job: ChatJob, signal: AbortSignal): AsyncGenerator<ChatEvent> {
+    const { deps } = this;
+    const { request, model, reservation } = job;
+    if (signal.aborted) {
+      // The client left while its quota was being taken: nothing was sent, so nothing is charged.
+      await this.refund(job);
+      return;
+    }
+    const userTurn: SessionMessage = { role: 'user', content: request.message, timestamp: new Date().toISOString() };
+    const answer = new AnswerRecord(request.session_id !== undefined);
+    let settled = false;
+
+    yield { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp };
+    yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
+    try {
+      const conversation = await buildConversation(job, deps);
+      if (hasEarlierTurns(job)) {
+        yield { type: 'progress', stage: 'history', message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns` };
+      }
+      const gathered = yield* gatherSources(job, deps, signal);
+      const generated = yield* generate(job, conversation.messages, gathered, answer, signal);
+      if (request.session_id !== undefined) {
+        yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };
+        await persistTurn(job, deps, userTurn, answer.text, { incomplete: false });
+      }
+      settled = true;
+      yield { type: 'done', finishReason: generated.finishReason, usage: generated.usage, timestamp: new Date().toISOString() };
+    } catch (error) {
+      if (signal.aborted) return;
+      const apiError = toApiError(error);
+      if (!(error instanceof ApiError)) deps.logger.error({ err: error, model: model.id }, 'chat pipeline failed');
+      // Nothing was produced: the caller got nothing for their quota, so it goes back.
+      const quota = answer.produced ? undefined : await this.refund(job);
+      yield { type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) };
+    } finally {
+      // Reached on abort, on failure and when the consumer stopped reading (client gone).
+      if (!settled && answer.text.length > 0) {
+        await persistTurn(job, deps, userTurn, answer.text, { incomplete: true }).catch((saveError: unknown) =>
+          deps.logger.error({ err: saveError }, 'saving a partial turn failed'),
+        );
+      }
+    }
+  }
+
+  /** Gives the job's quota back; a failed refund is logged, never thrown. */
+  private async refund(job: ChatJob): Promise<QuotaStamp | undefined> {
+    try {
+      return await job.reservation.refund();
+    } catch (error) {
+      this.deps.logger.error({ err: error }, 'quota refund failed');
+      return undefined;
+    }
+  }
+}

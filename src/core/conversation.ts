@@ -1,0 +1,35 @@
+/**
+ * Stage 1, the conversation: the system text, the stored turns of the session (owned by the
+ * caller), the given history, then the new user message, in that order.
+ */
+import type { ProviderMessage } from '../providers/types.js';
+import type { ChatDependencies, ChatJob } from './chat-job.js';
+
+/** The messages the model reads, and how many came from storage and from the request. */
+export interface Conversation {
+  messages: ProviderMessage[];
+  storedTurns: number;
+  givenTurns: number;
+}
+
+/** True when the request brings earlier turns (a session or a history), so the stage is reported. */
+export function hasEarlierTurns(job: ChatJob): boolean {
+  return job.request.session_id !== undefined || (job.request.history?.length ?? 0) > 0;
+}
+
+/** Builds the conversation for a job, reading the session's newest turns when it names one. */
+export async function buildConversation(job: ChatJob, deps: Pick<ChatDependencies, 'sessions' | 'sessionMaxTurns'>): Promise<Conversation> {
+  const { request, caller } = job;
+  const messages: ProviderMessage[] = [];
+  if (request.system) messages.push({ role: 'system', content: request.system });
+  let storedTurns = 0;
+  if (request.session_id !== undefined) {
+    const session = await deps.sessions.get(caller.id, request.session_id, deps.sessionMaxTurns);
+    for (const turn of session?.messages ?? []) messages.push({ role: turn.role, content: turn.content });
+    storedTurns = session?.messages.length ?? 0;
+  }
+  const history = request.history ?? [];
+  for (const turn of history) messages.push(turn);
+  messages.push({ role: 'user', content: request.message });
+  return { messages, storedTurns, givenTurns: history.length };
+}

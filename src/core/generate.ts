@@ -1,0 +1,111 @@
+/**
+ * Stage 3, generating: the provider's stream mapped onto chat events. Reasoning is passed on only
+ * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
+ * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
+ */
+import type { ChatEvent, FinishReason, Usage } from '../domain/types.js';
+import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
+import type { ProviderMessage } from '../providers/types.js';
+import type { ChatJob } from './chat-job.js';
+import type { Gathered } from './sources.js';
+
+/** NDJSON `generating` progress is repeated at most this often. */
+const PROGRESS_INTERVAL_MS = 250;
+
+/** The answer as it is produced: kept whole only when a session will store it. */
+export class AnswerRecord {
+  text = '';
+  chars = 0;
+  /** True once any part of the answer (a delta, or shown reasoning) went out. */
+  produced = false;
+
+  constructor(private readonly keepText: boolean) {}
+
+  /** Counts (and when kept, appends) one answer delta. */
+  add(text: string): void {
+    if (this.keepText) this.text += text;
+    this.chars += text.length;
+  }
+}
+
+/** How generation ended. */
+export interface Generated {
+  finishReason: FinishReason;
+  usage: Usage;
+}
+
+/** Streams the model's reply for the conversation and sources, recording the answer as it goes. */
+export async function* generate(
+  job: ChatJob,
+  messages: ProviderMessage[],
+  gathered: Gathered,
+  answer: AnswerRecord,
+  signal: AbortSignal,
+): AsyncGenerator<ChatEvent, Generated> {
+  const { request, model, provider } = job;
+  const deepThinking = request.deep_thinking ?? false;
+  const generating = (outputTokens: number): ChatEvent => ({ type: 'progress', stage: 'generating', message: `Generating with ${model.id}`, outputTokens });
+  // Stages are reported in order: with deep thinking, reasoning (if any) comes before the answer.
+  let generatingReported = !deepThinking;
+  if (generatingReported) yield generating(0);
+  let thinkingReported = false;
+  let usage: Usage | undefined;
+  let finishReason: FinishReason = 'stop';
+  let deltas = 0;
+  let lastProgress = performance.now();
+
+  const stream = provider.stream(
+    {
+      model,
+      messages,
+      temperature: request.temperature,
+      maxTokens: request.max_tokens,
+      deepThinking,
+      language: request.language,
+      sources: gathered.sources,
+      searched: gathered.searched,
+    },
+    signal,
+  );
+  for await (const event of stream) {
+    switch (event.type) {
+      case 'thinking':
+        if (!deepThinking) break;
+        answer.produced = true;
+        if (!thinkingReported) {
+          thinkingReported = true;
+          yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+        }
+        yield { type: 'thinking', text: event.text };
+        break;
+      case 'delta': {
+        if (!generatingReported) {
+          generatingReported = true;
+          yield generating(0);
+        }
+        answer.produced = true;
+        answer.add(event.text);
+        deltas += 1;
+        yield { type: 'delta', text: event.text };
+        const now = performance.now();
+        if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
+          lastProgress = now;
+          yield generating(deltas);
+        }
+        break;
+      }
+      case 'usage':
+        usage = { input_tokens: event.inputTokens, output_tokens: event.outputTokens };
+        break;
+      case 'finish':
+        finishReason = event.reason;
+        break;
+    }
+  }
+  if (!generatingReported) yield generating(0);
+  usage ??= {
+    input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
+    output_tokens: estimateTokensFromChars(answer.chars),
+  };
+  return { finishReason, usage };
+}

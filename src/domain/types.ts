@@ -1,0 +1,85 @@
+/**
+ * The shared vocabulary of the service: who is calling, what a quota decision says, and the events
+ * one chat request produces. Every room imports these from here, below itself; nothing in this
+ * file knows about HTTP, storage engines or upstream dialects.
+ */
+import type { ErrorCode } from '../errors.js';
+
+/** Who is calling: resolved once per request from `Authorization: Bearer`, or the client address. */
+export type Caller =
+  | { kind: 'user'; id: string; plan: string; keyId: string }
+  | { kind: 'anonymous'; id: string; plan: string }
+  | { kind: 'admin'; id: 'admin'; plan: string };
+
+/** A source of "now" in epoch milliseconds; injectable so tests can move across a window edge. */
+export type Clock = () => number;
+
+/** Session ids as the contract defines them. */
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** What an accepted request paid for, with which cost. */
+export type Operation = 'chat' | 'search' | 'image';
+
+/** Quota state handed out with every quota-counted reply. */
+export interface QuotaStamp {
+  plan: string;
+  limit: number;
+  remaining: number;
+  /** ISO 8601 end of the current window. */
+  reset: string;
+  /** Seconds until reset, for the RateLimit-Reset header. */
+  resetSeconds: number;
+}
+
+/** An accepted quota decision: the units are taken; `refund` gives them back at most once. */
+export interface QuotaReservation {
+  stamp: QuotaStamp;
+  /** Gives the cost back (the upstream failed before producing anything); resolves to the refunded stamp. */
+  refund(): Promise<QuotaStamp>;
+}
+
+/** A source's snippet is cited whole up to this length (the model reads it; clients show it). */
+export const SNIPPET_MAX_CHARS = 1200;
+
+/** A numbered source cited in an answer as [index]. */
+export interface Source {
+  index: number;
+  kind: 'document' | 'web';
+  title: string;
+  url?: string;
+  snippet: string;
+}
+
+export type FinishReason = 'stop' | 'length' | 'error';
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** The progress stages, in the order a request passes them (docs/api.md lists the same order). */
+export const PROGRESS_STAGES = ['accepted', 'history', 'retrieval', 'search', 'thinking', 'generating', 'saving'] as const;
+export type ProgressStage = (typeof PROGRESS_STAGES)[number];
+
+/** What the search step reports beside its sources. */
+export interface SearchSummary {
+  provider: string;
+  query: string;
+  resultCount: number;
+}
+
+/** The events of one chat request, in order; every encoder is a view of this sequence. */
+export type ChatEvent =
+  | { type: 'start'; model: string; sessionId: string | undefined; quota: QuotaStamp }
+  | { type: 'progress'; stage: ProgressStage; message: string; outputTokens?: number }
+  | { type: 'sources'; sources: Source[] }
+  | ({ type: 'search' } & SearchSummary)
+  | { type: 'thinking'; text: string }
+  | { type: 'delta'; text: string }
+  | { type: 'done'; finishReason: FinishReason; usage: Usage; timestamp: string }
+  | { type: 'error'; code: ErrorCode; message: string; quota?: QuotaStamp };
+
+/** Compile-time proof that a switch over a union handled every case. */
+export function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}

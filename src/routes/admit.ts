@@ -1,0 +1,79 @@
+/**
+ * The admission step at the edge, shared by chat, search and images: an HTTP request becomes a
+ * caller, a validated request and a quota decision. Everything that can refuse a request with a
+ * plain JSON error happens here, before any upstream work; quota is taken last, after everything
+ * that could refuse the request for free.
+ */
+import type { Credentials } from '../auth/types.js';
+import type { ChatJob, ChatKind } from '../core/chat-job.js';
+import { parseChatRequest } from '../core/chat-request.js';
+import type { Caller, Operation, QuotaReservation } from '../domain/types.js';
+import { ApiError } from '../errors.js';
+import type { HttpContext } from '../http/types.js';
+import { parseImageRequest } from '../images/request.js';
+import type { ImageRequest } from '../images/types.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import { QuotaExceeded } from '../quota/service.js';
+import type { Services } from '../services.js';
+import { rateLimitHeaders } from './headers.js';
+
+/** What authentication reads of a request. */
+export function credentials(context: HttpContext): Credentials {
+  return { authorization: context.request.headers.authorization, clientAddress: context.request.clientAddress };
+}
+
+/** The caller of a request (API key, admin token, or anonymous by address). */
+export function identify(services: Services, context: HttpContext): Promise<Caller> {
+  return services.auth.caller(credentials(context));
+}
+
+/** The admin caller; refuses everyone else (404 when the admin API is disabled). */
+export function requireAdmin(services: Services, context: HttpContext): Promise<Caller> {
+  return services.auth.admin(credentials(context));
+}
+
+/** Takes the operation's cost; a refusal is a 429 with the RateLimit headers and Retry-After. */
+export async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
+  try {
+    return await services.quota.reserve(caller, operation);
+  } catch (error) {
+    if (!(error instanceof QuotaExceeded)) throw error;
+    services.metrics.quotaRefusals.inc({ plan: error.stamp.plan });
+    throw new ApiError('quota_exceeded', error.message, {
+      headers: { ...rateLimitHeaders(error.stamp), 'Retry-After': String(error.stamp.resetSeconds) },
+    });
+  }
+}
+
+/** An admitted chat request: the job for the core, when it was accepted, and its quota headers. */
+export interface AdmittedChat {
+  job: ChatJob;
+  /** performance.now() when the request arrived (elapsed_ms and time to first token count from it). */
+  acceptedAt: number;
+  headers: Record<string, string>;
+}
+
+/** Caller, body, model, quota for the chat routes; each failure is an ordinary JSON error. */
+export async function admitChat(services: Services, registry: ProviderRegistry, context: HttpContext, kind: ChatKind): Promise<AdmittedChat> {
+  const acceptedAt = performance.now();
+  const caller = await identify(services, context);
+  const request = parseChatRequest(await context.readJson(), kind === 'search');
+  const { model, provider } = registry.resolve(request.model);
+  const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
+  return { job: { kind, caller, request, model, provider, reservation }, acceptedAt, headers: rateLimitHeaders(reservation.stamp) };
+}
+
+/** An admitted image request. */
+export interface AdmittedImage {
+  caller: Caller;
+  request: ImageRequest;
+  reservation: QuotaReservation;
+}
+
+/** Caller, body, quota for the image route. */
+export async function admitImage(services: Services, context: HttpContext): Promise<AdmittedImage> {
+  const caller = await identify(services, context);
+  const request = parseImageRequest(await context.readJson(), services.images);
+  const reservation = await reserveQuota(services, caller, 'image');
+  return { caller, request, reservation };
+}
