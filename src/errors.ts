@@ -57,6 +57,17 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The abort reason when a client disconnects: every layer that sees its request's signal fire with
+ * this knows the work was cancelled on purpose, not failed.
+ */
+export class ClientGone extends Error {
+  constructor() {
+    super('The client disconnected.');
+    this.name = 'ClientGone';
+  }
+}
+
 /** Turns anything thrown into an ApiError; unknown errors become `internal` with no internals exposed. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;

@@ -12,6 +12,7 @@ import { buildRoutes } from './routes/index.js';
 import { createKnowledgeBase } from './rag/create.js';
 import { createSearchProvider } from './search/factory.js';
 import type { Services } from './services.js';
+import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
 
 export interface RunningServer {
@@ -44,7 +45,27 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     await storage.close();
     throw error;
   }
-  const services: Services = { config, logger, metrics, storage, ...identity, images: createImageProvider(config.images), search, knowledge, startedAt: performance.now() };
+  const upstream = new UpstreamClient(config.upstream, {
+    settled: (provider, outcome, seconds, error) => {
+      metrics.upstreamDuration.observe({ provider, outcome }, seconds);
+      if (!error) return;
+      // The label is the contract code, as for search and images; the finer reason goes to the log.
+      metrics.upstreamErrors.inc({ provider, code: error.code });
+      logger.warn({ provider, reason: error.reason }, 'upstream failed');
+    },
+  });
+  const services: Services = {
+    config,
+    logger,
+    metrics,
+    storage,
+    ...identity,
+    images: createImageProvider(config.images),
+    search,
+    knowledge,
+    upstream,
+    startedAt: performance.now(),
+  };
 
   // Label-bound children cached per (method, route, status): prom-client hashes the label set on
   // every unbound call, which showed in the /health profile. Routes are templates, so this is small.
@@ -94,6 +115,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     close: () => {
       closing ??= (async () => {
         await http.close(config.shutdownGraceMs);
+        await upstream.close();
         knowledge.close();
         await storage.close();
         logger.info('stopped');

@@ -12,6 +12,7 @@ import type { LmdbStorage } from './store/lmdb.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
 import type { SearchProvider } from './search/types.js';
+import type { UpstreamClient } from './upstream/stream-call.js';
 
 export interface Services {
   config: Readonly<Config>;
@@ -32,6 +33,8 @@ export interface Services {
   knowledge: KnowledgeBase;
   /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */
   search: SearchProvider;
+  /** The one client for streamed upstream calls (the chat providers), with its connection pool. */
+  upstream: UpstreamClient;
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

@@ -121,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       firstByteTimeoutMs: file.upstream?.first_byte_timeout_ms ?? 60_000,
       idleTimeoutMs: file.upstream?.idle_timeout_ms ?? 30_000,
       retries: file.upstream?.retries ?? 2,
+      maxFrameBytes: file.upstream_max_frame_bytes ?? 1024 * 1024,
     },
     shutdownGraceMs: file.shutdown_grace_ms ?? 10_000,
     streamStallTimeoutMs: file.stream_stall_timeout_ms ?? 30_000,

@@ -69,6 +69,7 @@ export const ConfigFileSchema = v.strictObject({
       retries: v.optional(NonNegativeInt),
     }),
   ),
+  upstream_max_frame_bytes: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),
   stream_stall_timeout_ms: v.optional(PositiveInt),
   trust_proxy: v.optional(v.boolean()),

@@ -43,7 +43,7 @@ export interface Config {
   bodyLimitBytes: number;
   maxJsonDepth: number;
   builtinDelayMs: number;
-  upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number };
+  upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
   shutdownGraceMs: number;
   /** A streamed response whose client has not drained for this long is closed (and its upstream cancelled). */
   streamStallTimeoutMs: number;

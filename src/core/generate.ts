@@ -3,7 +3,7 @@
  * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
  * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
  */
-import type { ChatEvent, FinishReason, Usage } from '../domain/types.js';
+import { assertNever, type ChatEvent, type FinishReason, type Usage } from '../domain/types.js';
 import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
 import type { ProviderMessage } from '../providers/types.js';
 import type { ChatJob } from './chat-job.js';
@@ -67,39 +67,41 @@ export async function* generate(
     },
     signal,
   );
-  for await (const event of stream) {
-    switch (event.type) {
-      case 'thinking':
-        if (!deepThinking) break;
-        answer.produced = true;
-        if (!thinkingReported) {
-          thinkingReported = true;
-          yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+  for await (const batch of stream) {
+    for (const event of batch) {
+      switch (event.type) {
+        case 'thinking':
+          if (!deepThinking) break;
+          answer.produced = true;
+          if (!thinkingReported) {
+            thinkingReported = true;
+            yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+          }
+          yield { type: 'thinking', text: event.text };
+          break;
+        case 'delta': {
+          if (!generatingReported) {
+            generatingReported = true;
+            yield generating(0);
+          }
+          answer.produced = true;
+          answer.add(event.text);
+          deltas += 1;
+          yield { type: 'delta', text: event.text };
+          const now = performance.now();
+          if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
+            lastProgress = now;
+            yield generating(deltas);
+          }
+          break;
         }
-        yield { type: 'thinking', text: event.text };
-        break;
-      case 'delta': {
-        if (!generatingReported) {
-          generatingReported = true;
-          yield generating(0);
-        }
-        answer.produced = true;
-        answer.add(event.text);
-        deltas += 1;
-        yield { type: 'delta', text: event.text };
-        const now = performance.now();
-        if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
-          lastProgress = now;
-          yield generating(deltas);
-        }
-        break;
+        case 'finish':
+          finishReason = event.reason;
+          if (event.usage) usage = { input_tokens: event.usage.inputTokens, output_tokens: event.usage.outputTokens };
+          break;
+        default:
+          assertNever(event);
       }
-      case 'usage':
-        usage = { input_tokens: event.inputTokens, output_tokens: event.outputTokens };
-        break;
-      case 'finish':
-        finishReason = event.reason;
-        break;
     }
   }
   if (!generatingReported) yield generating(0);

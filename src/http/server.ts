@@ -5,7 +5,7 @@
  */
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
-import { ApiError, STATUS_TEXT, toApiError } from '../errors.js';
+import { ApiError, ClientGone, STATUS_TEXT, toApiError } from '../errors.js';
 import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.js';
 import { Router } from './router.js';
 import { UwsResponseStream } from './stream.js';
@@ -49,7 +49,7 @@ function statusLine(status: number): string {
 class UwsContext implements HttpContext {
   /** Created on first use of `signal`: most requests never read it, and one costs more than a small reply. */
   private controller: AbortController | undefined;
-  private abortReason: ApiError | undefined;
+  private abortReason: ClientGone | undefined;
   private finished = false;
   private aborted = false;
   private status = 0;
@@ -83,7 +83,7 @@ class UwsContext implements HttpContext {
     this.aborted = true;
     this.body.abort();
     this.activeStream?.markAborted();
-    this.abortReason = new ApiError('invalid_request', 'The client disconnected.');
+    this.abortReason = new ClientGone();
     this.controller?.abort(this.abortReason);
     this.complete();
   }

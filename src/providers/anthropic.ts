@@ -3,9 +3,11 @@
  * message_delta (stop reason, output tokens), message_stop, and `error` events sent mid-stream.
  * Deep thinking turns on extended thinking with the model's token budget.
  */
-import { createParser } from 'eventsource-parser';
+import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
-import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
+import { sseFrames } from '../upstream/frames.js';
+import type { UpstreamClient } from '../upstream/stream-call.js';
+import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
@@ -14,13 +16,16 @@ export const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is the answer budget when the caller gives none. */
 const DEFAULT_MAX_TOKENS = 4096;
 
-interface StreamFrame {
-  type?: string;
-  message?: { usage?: { input_tokens?: number; output_tokens?: number } };
-  delta?: { type?: string; text?: string; thinking?: string; stop_reason?: string | null };
-  usage?: { input_tokens?: number; output_tokens?: number };
-  error?: { type?: string; message?: string };
-}
+const Tokens = v.optional(v.number());
+const StreamFrame = v.looseObject({
+  type: v.optional(v.string()),
+  message: v.optional(v.looseObject({ usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })) })),
+  delta: v.optional(
+    v.looseObject({ type: v.optional(v.string()), text: v.optional(v.string()), thinking: v.optional(v.string()), stop_reason: v.nullish(v.string()) }),
+  ),
+  usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })),
+  error: v.optional(v.looseObject({ type: v.optional(v.string()) })),
+});
 
 /** Maps Anthropic stop reasons onto the contract's three. */
 export function anthropicFinish(reason: string | null | undefined): FinishReason {
@@ -55,40 +60,44 @@ export function anthropicBody(request: ProviderRequest): Record<string, unknown>
 export class AnthropicProvider implements ChatProvider {
   readonly name = 'anthropic' as const;
 
-  constructor(private readonly timeouts: UpstreamTimeouts) {}
+  constructor(private readonly client: UpstreamClient) {}
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent> {
+  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');
     const url = /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`;
     const headers: Record<string, string> = { accept: 'text/event-stream', 'anthropic-version': ANTHROPIC_VERSION };
     if (request.model.apiKey) headers['x-api-key'] = request.model.apiKey;
 
-    const pending: ProviderEvent[] = [];
-    let failure: UpstreamFailure | undefined;
     let finish: FinishReason | undefined;
     let stopped = false;
     let inputTokens = 0;
     let outputTokens = 0;
-
-    const parser = createParser({
-      onEvent: (message) => {
-        if (failure || stopped) return;
-        let frame: StreamFrame;
+    const body = this.client.stream({ subject: 'anthropic', url, headers, body: anthropicBody(request) }, signal);
+    for await (const frames of sseFrames(body, 'anthropic', this.client.settings.maxFrameBytes)) {
+      const events: ProviderEvent[] = [];
+      let failure: UpstreamError | undefined;
+      for (const message of frames) {
+        let json: unknown;
         try {
-          frame = JSON.parse(message.data) as StreamFrame;
+          json = JSON.parse(message.data);
         } catch {
           failure = malformedFrame('anthropic');
-          return;
+          break;
         }
-        const type = frame.type ?? message.event;
-        switch (type) {
+        const parsed = v.safeParse(StreamFrame, json);
+        if (!parsed.success) {
+          failure = malformedFrame('anthropic');
+          break;
+        }
+        const frame = parsed.output;
+        switch (frame.type ?? message.event) {
           case 'message_start':
             inputTokens = frame.message?.usage?.input_tokens ?? 0;
             outputTokens = frame.message?.usage?.output_tokens ?? 0;
             break;
           case 'content_block_delta':
-            if (frame.delta?.type === 'text_delta' && frame.delta.text) pending.push({ type: 'delta', text: frame.delta.text });
-            else if (frame.delta?.type === 'thinking_delta' && frame.delta.thinking) pending.push({ type: 'thinking', text: frame.delta.thinking });
+            if (frame.delta?.type === 'text_delta' && frame.delta.text) events.push({ type: 'delta', text: frame.delta.text });
+            else if (frame.delta?.type === 'thinking_delta' && frame.delta.thinking) events.push({ type: 'thinking', text: frame.delta.thinking });
             break;
           case 'message_delta':
             if (frame.delta?.stop_reason !== undefined) finish = anthropicFinish(frame.delta.stop_reason);
@@ -100,33 +109,23 @@ export class AnthropicProvider implements ChatProvider {
             break;
           case 'error': {
             const kind = frame.error?.type ?? 'error';
-            const overloaded = kind === 'overloaded_error';
-            failure = new UpstreamFailure(
-              'upstream_error',
-              overloaded ? 'The anthropic upstream is overloaded; try again shortly.' : 'The anthropic upstream reported an error in the middle of the reply.',
-              `stream_${kind}`,
-              false,
-            );
+            const message =
+              kind === 'overloaded_error' ? 'The anthropic upstream is overloaded; try again shortly.' : 'The anthropic upstream reported an error in the middle of the reply.';
+            failure = new UpstreamError('upstream_error', message, `stream_${kind}`);
             break;
           }
           default:
             // ping, content_block_start/stop and future event types carry nothing we need.
             break;
         }
-      },
-    });
-
-    for await (const text of streamUpstream({ provider: 'anthropic', url, headers, body: anthropicBody(request) }, this.timeouts, signal)) {
-      parser.feed(text);
-      if (pending.length > 0) yield* pending.splice(0);
+        if (stopped || failure) break;
+      }
+      // Frames before a bad one in the same read still go out before the error.
+      if (events.length > 0) yield events;
       if (failure) throw failure;
       if (stopped) break;
     }
-    parser.reset({ consume: true });
-    if (pending.length > 0) yield* pending.splice(0);
-    if (failure) throw failure;
     if (!stopped) throw truncatedStream('anthropic');
-    yield { type: 'usage', inputTokens, outputTokens };
-    yield { type: 'finish', reason: finish ?? 'stop' };
+    yield [{ type: 'finish', reason: finish ?? 'stop', usage: { inputTokens, outputTokens } }];
   }
 }

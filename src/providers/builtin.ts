@@ -5,7 +5,7 @@
  * paced, so every route works (and can be load-tested) with nothing configured.
  */
 import type { Source } from '../domain/types.js';
-import { abortableSleep } from './abortable-sleep.js';
+import { abortableSleep } from '../upstream/abortable-sleep.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
 const STOPWORDS = new Set(
@@ -117,21 +117,27 @@ export class BuiltinProvider implements ChatProvider {
   /** `delayMs` paces the words (config builtin_delay_ms), 0 streams them as fast as the client reads. */
   constructor(private readonly delayMs: number) {}
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent> {
+  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const { thinking, answer } = composeAnswer(request);
     const prompt = request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
-    if (request.deepThinking) yield { type: 'thinking', text: thinking };
     const words = answer.match(/\S+\s*/g) ?? [];
-    const limit = request.maxTokens ?? Number.POSITIVE_INFINITY;
-    let emitted = 0;
-    for (const word of words) {
-      if (emitted >= limit) break;
-      if (signal.aborted) throw signal.reason;
-      if (this.delayMs > 0) await abortableSleep(this.delayMs, signal);
-      yield { type: 'delta', text: word };
-      emitted += 1;
+    const limit = Math.min(words.length, request.maxTokens ?? Number.POSITIVE_INFINITY);
+    const opening: ProviderEvent[] = request.deepThinking ? [{ type: 'thinking', text: thinking }] : [];
+    const finish: ProviderEvent = {
+      type: 'finish',
+      reason: limit < words.length ? 'length' : 'stop',
+      usage: { inputTokens: estimateTokens(prompt), outputTokens: limit },
+    };
+    if (this.delayMs === 0) {
+      // Unpaced, the whole answer is one batch: nothing is waited for between words.
+      yield [...opening, ...words.slice(0, limit).map((text): ProviderEvent => ({ type: 'delta', text })), finish];
+      return;
     }
-    yield { type: 'usage', inputTokens: estimateTokens(prompt), outputTokens: emitted };
-    yield { type: 'finish', reason: emitted < words.length ? 'length' : 'stop' };
+    if (opening.length > 0) yield opening;
+    for (const word of words.slice(0, limit)) {
+      await abortableSleep(this.delayMs, signal);
+      yield [{ type: 'delta', text: word }];
+    }
+    yield [finish];
   }
 }

@@ -4,20 +4,24 @@
  * counts. Deep thinking is Ollama's `think` flag; older reasoning models still put `<think>`
  * tags in content, which are split out too.
  */
+import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
-import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
+import { ndjsonLines } from '../upstream/frames.js';
+import type { UpstreamClient } from '../upstream/stream-call.js';
+import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
-interface OllamaLine {
-  message?: { content?: string; thinking?: string };
-  done?: boolean;
-  done_reason?: string;
-  prompt_eval_count?: number;
-  eval_count?: number;
-  error?: unknown;
-}
+const OllamaLine = v.looseObject({
+  message: v.optional(v.looseObject({ content: v.optional(v.string()), thinking: v.optional(v.string()) })),
+  done: v.optional(v.boolean()),
+  done_reason: v.optional(v.string()),
+  prompt_eval_count: v.optional(v.number()),
+  eval_count: v.optional(v.number()),
+  error: v.optional(v.unknown()),
+});
+type OllamaLine = v.InferOutput<typeof OllamaLine>;
 
 /** The request body in Ollama's dialect. */
 export function ollamaBody(request: ProviderRequest): Record<string, unknown> {
@@ -44,50 +48,51 @@ export function ollamaFinish(reason: string | undefined): FinishReason {
 export class OllamaProvider implements ChatProvider {
   readonly name = 'ollama' as const;
 
-  constructor(private readonly timeouts: UpstreamTimeouts) {}
+  constructor(private readonly client: UpstreamClient) {}
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent> {
+  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '');
     const splitter = new ThinkTagSplitter();
-    let buffered = '';
     let finished: OllamaLine | undefined;
-
-    const handle = function* (line: string): Generator<ProviderEvent> {
-      if (line.trim().length === 0) return;
-      let parsed: OllamaLine;
-      try {
-        parsed = JSON.parse(line) as OllamaLine;
-      } catch {
-        throw malformedFrame('ollama');
+    const call = { subject: 'ollama', url: `${base}/api/chat`, headers: { accept: 'application/x-ndjson' }, body: ollamaBody(request) };
+    for await (const lines of ndjsonLines(this.client.stream(call, signal), 'ollama', this.client.settings.maxFrameBytes)) {
+      const events: ProviderEvent[] = [];
+      let failure: UpstreamError | undefined;
+      for (const line of lines) {
+        let json: unknown;
+        try {
+          json = JSON.parse(line);
+        } catch {
+          failure = malformedFrame('ollama');
+          break;
+        }
+        const parsed = v.safeParse(OllamaLine, json);
+        if (!parsed.success) {
+          failure = malformedFrame('ollama');
+          break;
+        }
+        if (parsed.output.error !== undefined) {
+          failure = streamError('ollama');
+          break;
+        }
+        const thinking = parsed.output.message?.thinking;
+        if (thinking) events.push({ type: 'thinking', text: thinking });
+        const content = parsed.output.message?.content;
+        if (content) events.push(...splitter.push(content));
+        if (parsed.output.done) {
+          finished = parsed.output;
+          break;
+        }
       }
-      if (parsed.error !== undefined) {
-        throw new UpstreamFailure('upstream_error', 'The ollama upstream reported an error in the middle of the reply.', 'stream_error', false);
-      }
-      const thinking = parsed.message?.thinking;
-      if (thinking) yield { type: 'thinking', text: thinking };
-      const content = parsed.message?.content;
-      if (content) yield* splitter.push(content);
-      if (parsed.done) finished = parsed;
-    };
-
-    const call = { provider: 'ollama', url: `${base}/api/chat`, headers: { accept: 'application/x-ndjson' }, body: ollamaBody(request) };
-    for await (const text of streamUpstream(call, this.timeouts, signal)) {
-      buffered += text;
-      let newline = buffered.indexOf('\n');
-      while (newline !== -1 && !finished) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
-        yield* handle(line);
-        newline = buffered.indexOf('\n');
-      }
+      // Frames before a bad one in the same read still go out before the error.
+      if (events.length > 0) yield events;
+      if (failure) throw failure;
       if (finished) break;
     }
-    // The last line may come without a trailing newline.
-    if (!finished && buffered.length > 0) yield* handle(buffered);
     if (!finished) throw truncatedStream('ollama');
-    const done: OllamaLine = finished;
-    yield* splitter.flush();
-    yield { type: 'usage', inputTokens: done.prompt_eval_count ?? 0, outputTokens: done.eval_count ?? 0 };
-    yield { type: 'finish', reason: ollamaFinish(done.done_reason) };
+    yield [
+      ...splitter.flush(),
+      { type: 'finish', reason: ollamaFinish(finished.done_reason), usage: { inputTokens: finished.prompt_eval_count ?? 0, outputTokens: finished.eval_count ?? 0 } },
+    ];
   }
 }

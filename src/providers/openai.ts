@@ -3,21 +3,28 @@
  * Reasoning arrives as `reasoning_content` (DeepSeek, vLLM), `reasoning` (OpenRouter, Ollama's
  * compatibility layer) or `<think>` tags inside `content`; all become thinking events.
  */
-import { createParser } from 'eventsource-parser';
+import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
-import { malformedFrame, streamUpstream, truncatedStream, UpstreamFailure, type UpstreamTimeouts } from './upstream.js';
+import { sseFrames } from '../upstream/frames.js';
+import type { UpstreamClient } from '../upstream/stream-call.js';
+import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
-import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderUsage } from './types.js';
 
-interface CompletionChunk {
-  choices?: Array<{
-    delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null };
-    finish_reason?: string | null;
-  }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-  error?: unknown;
-}
+const Text = v.nullish(v.string());
+const CompletionChunk = v.looseObject({
+  choices: v.optional(
+    v.array(
+      v.looseObject({
+        delta: v.optional(v.looseObject({ content: Text, reasoning_content: Text, reasoning: Text })),
+        finish_reason: v.nullish(v.string()),
+      }),
+    ),
+  ),
+  usage: v.nullish(v.looseObject({ prompt_tokens: v.optional(v.number()), completion_tokens: v.optional(v.number()) })),
+  error: v.optional(v.unknown()),
+});
 
 /** Maps OpenAI finish reasons onto the contract's three. */
 export function openAiFinish(reason: string): FinishReason {
@@ -46,63 +53,59 @@ export function openAiBody(request: ProviderRequest): Record<string, unknown> {
 export class OpenAiProvider implements ChatProvider {
   readonly name = 'openai' as const;
 
-  constructor(private readonly timeouts: UpstreamTimeouts) {}
+  constructor(private readonly client: UpstreamClient) {}
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent> {
+  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (request.model.apiKey) headers.authorization = `Bearer ${request.model.apiKey}`;
+    const call = { subject: 'openai', url: `${base}/chat/completions`, headers, body: openAiBody(request) };
 
-    const pending: ProviderEvent[] = [];
     const splitter = new ThinkTagSplitter();
-    let failure: UpstreamFailure | undefined;
     let finish: FinishReason | undefined;
+    let usage: ProviderUsage | undefined;
     let done = false;
-
-    const parser = createParser({
-      onEvent: (message) => {
-        if (failure || done) return;
-        if (message.data === '[DONE]') {
+    const body = this.client.stream(call, signal);
+    for await (const frames of sseFrames(body, 'openai', this.client.settings.maxFrameBytes)) {
+      const events: ProviderEvent[] = [];
+      let failure: UpstreamError | undefined;
+      for (const frame of frames) {
+        if (frame.data === '[DONE]') {
           done = true;
-          return;
+          break;
         }
-        let chunk: CompletionChunk;
+        let json: unknown;
         try {
-          chunk = JSON.parse(message.data) as CompletionChunk;
+          json = JSON.parse(frame.data);
         } catch {
           failure = malformedFrame('openai');
-          return;
+          break;
         }
-        if (chunk.error !== undefined || message.event === 'error') {
-          failure = new UpstreamFailure('upstream_error', 'The openai upstream reported an error in the middle of the reply.', 'stream_error', false);
-          return;
+        const parsed = v.safeParse(CompletionChunk, json);
+        if (!parsed.success) {
+          failure = malformedFrame('openai');
+          break;
+        }
+        const chunk = parsed.output;
+        if (chunk.error !== undefined || frame.event === 'error') {
+          failure = streamError('openai');
+          break;
         }
         const choice = chunk.choices?.[0];
-        const delta = choice?.delta;
-        const reasoning = delta?.reasoning_content ?? delta?.reasoning;
-        if (typeof reasoning === 'string' && reasoning.length > 0) pending.push({ type: 'thinking', text: reasoning });
-        if (typeof delta?.content === 'string' && delta.content.length > 0) {
-          for (const piece of splitter.push(delta.content)) pending.push(piece);
-        }
+        const reasoning = choice?.delta?.reasoning_content ?? choice?.delta?.reasoning;
+        if (typeof reasoning === 'string' && reasoning.length > 0) events.push({ type: 'thinking', text: reasoning });
+        const content = choice?.delta?.content;
+        if (typeof content === 'string' && content.length > 0) events.push(...splitter.push(content));
         if (choice?.finish_reason) finish = openAiFinish(choice.finish_reason);
-        if (chunk.usage) {
-          pending.push({ type: 'usage', inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 });
-        }
-      },
-    });
-
-    for await (const text of streamUpstream({ provider: 'openai', url: `${base}/chat/completions`, headers, body: openAiBody(request) }, this.timeouts, signal)) {
-      parser.feed(text);
-      if (pending.length > 0) yield* pending.splice(0);
+        if (chunk.usage) usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 };
+      }
+      // Frames before a bad one in the same read still go out before the error.
+      if (events.length > 0) yield events;
       if (failure) throw failure;
       if (done) break;
     }
-    parser.reset({ consume: true });
-    if (pending.length > 0) yield* pending.splice(0);
-    if (failure) throw failure;
     // A stream that ends without [DONE] or a finish reason was cut: never report it as success.
     if (!done && !finish) throw truncatedStream('openai');
-    yield* splitter.flush();
-    yield { type: 'finish', reason: finish ?? 'stop' };
+    yield [...splitter.flush(), { type: 'finish', reason: finish ?? 'stop', usage }];
   }
 }

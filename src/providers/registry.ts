@@ -5,6 +5,7 @@ import { AnthropicProvider } from './anthropic.js';
 import { BuiltinProvider } from './builtin.js';
 import { OllamaProvider } from './ollama.js';
 import { OpenAiProvider } from './openai.js';
+import type { UpstreamClient } from '../upstream/stream-call.js';
 import type { ChatProvider } from './types.js';
 
 export interface ProviderRegistry {
@@ -15,11 +16,11 @@ export interface ProviderRegistry {
 }
 
 /** Creates one provider per dialect and the model lookup over the config. */
-export function createProviderRegistry(config: Readonly<Config>): ProviderRegistry {
+export function createProviderRegistry(config: Readonly<Config>, upstream: UpstreamClient): ProviderRegistry {
   const providers: Record<ModelConfig['provider'], ChatProvider> = {
-    openai: new OpenAiProvider(config.upstream),
-    anthropic: new AnthropicProvider(config.upstream),
-    ollama: new OllamaProvider(config.upstream),
+    openai: new OpenAiProvider(upstream),
+    anthropic: new AnthropicProvider(upstream),
+    ollama: new OllamaProvider(upstream),
     builtin: new BuiltinProvider(config.builtinDelayMs),
   };
   const byId = new Map(config.models.map((model) => [model.id, model]));

@@ -25,15 +25,23 @@ export interface ProviderRequest {
   searched?: boolean;
 }
 
-/** Events a provider yields; the pipeline maps them onto ChatEvent. */
+/** Token counts as the upstream reported them. */
+export interface ProviderUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Events a provider yields; the pipeline maps them onto ChatEvent. `finish` is always last. */
 export type ProviderEvent =
   | { type: 'thinking'; text: string }
   | { type: 'delta'; text: string }
-  | { type: 'usage'; inputTokens: number; outputTokens: number }
-  | { type: 'finish'; reason: FinishReason };
+  | { type: 'finish'; reason: FinishReason; usage: ProviderUsage | undefined };
 
 export interface ChatProvider {
   readonly name: ModelConfig['provider'];
-  /** Streams the reply. Throws ApiError (upstream_error / upstream_timeout) on failure. */
-  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent>;
+  /**
+   * Streams the reply as batches of events (all that one upstream read produced), ending with a
+   * batch that holds `finish`. Throws UpstreamError (upstream_error / upstream_timeout) on failure.
+   */
+  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]>;
 }

@@ -15,7 +15,7 @@ import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
-  const providers = createProviderRegistry(services.config);
+  const providers = createProviderRegistry(services.config, services.upstream);
   return [
     ...healthRoutes(services),
     ...metricsRoutes(services),

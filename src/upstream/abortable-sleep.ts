@@ -1,9 +1,9 @@
 /** Waiting that a request's abort cuts short, shared by the upstream retry backoff and the builtin pacing. */
-import { ApiError } from '../errors.js';
+import { ClientGone } from '../errors.js';
 
 /** Why a request's work stopped: the signal's own reason, else a client disconnect. */
 export function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new ApiError('invalid_request', 'The client disconnected.');
+  return signal.reason ?? new ClientGone();
 }
 
 /** Resolves after `ms`, or rejects with the abort reason as soon as `signal` aborts (at once if it already has). */
