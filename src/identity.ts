@@ -9,7 +9,7 @@ import { LmdbQuotaCounters } from './store/lmdb-quota.js';
 import { LmdbSessionStore } from './store/lmdb-sessions.js';
 import { LmdbUserStore } from './store/lmdb-users.js';
 import type { LmdbStorage } from './store/lmdb.js';
-import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
+import type { ApiKeyStore, QuotaCounterStore, SessionStore, UserStore } from './store/types.js';
 
 export interface IdentityServices {
   auth: Authenticator;
@@ -24,12 +24,13 @@ export function createIdentityServices(
   config: Readonly<Config>,
   storage: LmdbStorage,
   clock: Clock = Date.now,
+  wrapCounters: (counters: QuotaCounterStore) => QuotaCounterStore = (counters) => counters,
 ): IdentityServices {
   const users = new LmdbUserStore(storage);
   const apiKeys = new LmdbApiKeyStore(storage);
   return {
     auth: createAuthenticator(config, users, apiKeys, clock),
-    quota: createQuotaService(config, new LmdbQuotaCounters(storage), clock),
+    quota: createQuotaService(config, wrapCounters(new LmdbQuotaCounters(storage)), clock),
     sessions: new LmdbSessionStore(storage, config.sessionMaxTurns),
     users,
     apiKeys,

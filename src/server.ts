@@ -14,6 +14,10 @@ import { createSearchProvider } from './search/factory.js';
 import type { Services } from './services.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
+import type { QuotaCounterStore } from './store/types.js';
+
+/** Routes polled by load balancers and Prometheus, logged per request only at debug level. */
+const PROBE_ROUTES = new Set(['/health', '/metrics']);
 
 export interface RunningServer {
   port: number;
@@ -27,6 +31,8 @@ export interface StartOptions {
   logger?: Logger;
   /** "Now" in epoch ms for quota windows and key timestamps (tests move it across a window edge). */
   clock?: () => number;
+  /** Wraps the quota counters (tests slow the commit down to see that nothing is sent before it). */
+  wrapQuotaCounters?: (counters: QuotaCounterStore) => QuotaCounterStore;
 }
 
 /** Builds every service from the config and starts listening. */
@@ -34,7 +40,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
   const storage = new LmdbStorage(config.dataDir);
-  const identity = createIdentityServices(config, storage, options.clock);
+  const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
   const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
   let search: Services['search'];
   try {
@@ -90,7 +96,10 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
       const series = requestSeries(record.method, record.route, record.status);
       series.count.inc();
       series.duration.observe(record.durationMs / 1000);
-      logger.info({ method: record.method, route: record.route, status: record.status, ms: Math.round(record.durationMs * 10) / 10, aborted: record.aborted || undefined }, 'request');
+      // Probes (/health, /metrics) are polled all day: their lines would drown the real traffic.
+      const level = PROBE_ROUTES.has(record.route) && record.status < 500 ? 'debug' : 'info';
+      if (!logger.isLevelEnabled(level)) return;
+      logger[level]({ method: record.method, route: record.route, status: record.status, ms: Math.round(record.durationMs * 10) / 10, aborted: record.aborted || undefined }, 'request');
     },
     onBackpressure: () => metrics.backpressureWaits.inc(),
     onInternalError: (error, route) => logger.error({ err: error, route }, 'unhandled error'),

@@ -8,7 +8,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { createServer, type AddressInfo } from 'node:net';
 import type { Config } from '../config/index.js';
 import { loadConfig } from '../config/index.js';
-import { createLogger, type Logger } from '../logger.js';
+import { createLogger, flushLogs, type Logger } from '../logger.js';
 import { startServer } from '../server.js';
 
 /** Message a worker sends the primary once it listens. */
@@ -37,9 +37,13 @@ async function serveOne(config: Readonly<Config>): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down');
     server.close().then(
-      () => process.exit(0),
+      () => {
+        flushLogs(base);
+        process.exit(0);
+      },
       (error: unknown) => {
         logger.error({ err: error }, 'shutdown failed');
+        flushLogs(base);
         process.exit(1);
       },
     );
@@ -70,6 +74,10 @@ async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<v
   let ready = false;
   const restarts: number[] = [];
   const workers = new Set<Worker>();
+  const exit = (code: number): never => {
+    flushLogs(logger);
+    process.exit(code);
+  };
 
   const fork = (): Promise<number> =>
     new Promise((resolve, reject) => {
@@ -91,14 +99,14 @@ async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<v
           return;
         }
         if (stopping) {
-          if (workers.size === 0) process.exit(0);
+          if (workers.size === 0) exit(0);
           return;
         }
         const now = Date.now();
         while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
         if (restarts.length >= MAX_RESTARTS) {
           logger.error({ code, signal }, 'worker keeps crashing; not restarting it');
-          if (workers.size === 0) process.exit(1);
+          if (workers.size === 0) exit(1);
           return;
         }
         restarts.push(now);
@@ -117,7 +125,7 @@ async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<v
     logger.info({ signal, workers: workers.size }, 'shutting down workers');
     // Each worker drains its own in-flight requests within shutdown_grace_ms, then exits.
     for (const worker of workers) worker.process.kill('SIGTERM');
-    if (workers.size === 0) process.exit(0);
+    if (workers.size === 0) exit(0);
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
@@ -132,6 +140,7 @@ export async function serve(): Promise<void> {
       await servePrimary(config, logger);
     } catch (error) {
       logger.error({ err: error }, 'workers failed to start');
+      flushLogs(logger);
       process.exitCode = 1;
     }
     return;

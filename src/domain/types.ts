@@ -34,6 +34,8 @@ export interface QuotaStamp {
 /** An accepted quota decision: the units are taken; `refund` gives them back at most once. */
 export interface QuotaReservation {
   stamp: QuotaStamp;
+  /** Resolves once the take is durable; no byte of the reply may reach the client before it. */
+  durable: Promise<void>;
   /** Gives the cost back (the upstream failed before producing anything); resolves to the refunded stamp. */
   refund(): Promise<QuotaStamp>;
 }

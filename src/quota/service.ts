@@ -73,6 +73,7 @@ export function createQuotaService(
       let refunded: Promise<QuotaStamp> | undefined;
       return {
         stamp: result,
+        durable: taken.durable,
         refund: () => {
           refunded ??= counters.giveBack(caller.id, window.start, cost).then((used) =>
             used === undefined ? result : stamp(name, planConfig.quota, used, window.end, clock()),

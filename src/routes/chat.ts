@@ -52,6 +52,8 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
     if (context.signal.aborted) return;
     const body = collector.body();
     if (!body) throw new ApiError('internal', 'The reply ended without finishing.', { headers: admitted.headers });
+    // The 200 is the acknowledgement: it waits for the quota take to be on disk.
+    await admitted.job.reservation.durable;
     context.json(200, body, admitted.headers);
   };
 
@@ -59,7 +61,8 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
   const replyStream = async (
     context: HttpContext,
     admitted: AdmittedChat,
-    events: AsyncIterable<ChatEvent>,
+    events: AsyncGenerator<ChatEvent>,
+    prelude: Prelude,
     observer: ChatObserver,
     options: { contentType: string; heartbeat?: typeof SSE_HEARTBEAT },
     encode: (event: ChatEvent) => string | undefined,
@@ -70,15 +73,27 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
       ...(options.heartbeat ? { heartbeat: options.heartbeat } : {}),
     });
     services.metrics.activeStreams.inc();
+    // write() resolves once the client can take more, or false when it left.
+    const send = async (event: ChatEvent): Promise<boolean> => {
+      observer.see(event);
+      const frame = encode(event);
+      return frame === undefined || (await stream.write(frame));
+    };
     try {
-      for await (const event of events) {
-        observer.see(event);
-        const frame = encode(event);
-        // write() resolves once the client can take more, or false when it left: then breaking out
-        // returns the generator, which closes the upstream request at once.
-        if (frame !== undefined && !(await stream.write(frame))) break;
+      let open = true;
+      let finished = prelude.finished;
+      for (const event of prelude.held) if (open) open = await send(event);
+      if (open && prelude.pending) {
+        const next = await prelude.pending;
+        if (next.done) finished = true;
+        else open = await send(next.value);
+      }
+      if (open && !finished) {
+        // Leaving this loop early returns the generator, which closes the upstream request at once.
+        for await (const event of events) if (!(await send(event))) break;
       }
     } finally {
+      await events.return(undefined);
       services.metrics.activeStreams.dec();
       stream.end();
     }
@@ -87,12 +102,9 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
   const sse = async (context: HttpContext, admitted: AdmittedChat): Promise<void> => {
     const encoder = new SseEncoder();
     const { events, observer } = observed(admitted, context.signal);
-    let source: AsyncIterable<ChatEvent> = events;
-    if (wantsSearch(admitted.job)) {
-      source = await holdUntilSources(events, admitted);
-      if (context.signal.aborted) return;
-    }
-    await replyStream(context, admitted, source, observer, { contentType: 'text/event-stream; charset=utf-8', heartbeat: SSE_HEARTBEAT }, (event) =>
+    const prelude = await runPrelude(events, admitted, { untilSources: wantsSearch(admitted.job) });
+    if (context.signal.aborted) return;
+    await replyStream(context, admitted, events, prelude, observer, { contentType: 'text/event-stream; charset=utf-8', heartbeat: SSE_HEARTBEAT }, (event) =>
       encoder.encode(event),
     );
   };
@@ -100,7 +112,9 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
   const ndjson = async (context: HttpContext, admitted: AdmittedChat): Promise<void> => {
     const encoder = new NdjsonEncoder(admitted.acceptedAt);
     const { events, observer } = observed(admitted, context.signal);
-    await replyStream(context, admitted, events, observer, { contentType: 'application/x-ndjson; charset=utf-8' }, (event) => encoder.encode(event));
+    const prelude = await runPrelude(events, admitted, { untilSources: false });
+    if (context.signal.aborted) return;
+    await replyStream(context, admitted, events, prelude, observer, { contentType: 'application/x-ndjson; charset=utf-8' }, (event) => encoder.encode(event));
   };
 
   const admit = (context: HttpContext, kind: ChatKind) => admitChat(services, registry, context, kind);
@@ -120,32 +134,60 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
   ];
 }
 
+/** Events pulled before the stream opened, to be sent first; `finished` when the sequence already ended. */
+interface Prelude {
+  held: ChatEvent[];
+  /** An event asked for when the commit resolved, not yet arrived (a slow upstream): it comes next. */
+  pending?: Promise<IteratorResult<ChatEvent>>;
+  finished: boolean;
+}
+
 /**
- * Reads the events up to `sources` before the stream opens, so a failed search is still an
- * ordinary JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an
- * `error` event on a 200 stream. The held events are replayed first.
+ * Runs the pipeline ahead while the quota take becomes durable, so the upstream request starts
+ * during the fsync, and holds what it yields: nothing is sent before the take is on disk. With
+ * `untilSources` it also reads up to the `sources` event, so a failed search is still an ordinary
+ * JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an `error`
+ * event on a 200 stream. Holding is bounded: it lasts one commit (or one search).
  */
-async function holdUntilSources(events: AsyncGenerator<ChatEvent>, admitted: AdmittedChat): Promise<AsyncGenerator<ChatEvent>> {
+async function runPrelude(events: AsyncGenerator<ChatEvent>, admitted: AdmittedChat, options: { untilSources: boolean }): Promise<Prelude> {
   const held: ChatEvent[] = [];
-  for (;;) {
-    const next = await events.next();
-    if (next.done) break;
-    if (next.value.type === 'error') {
-      await events.return(undefined);
-      throw new ApiError(next.value.code, next.value.message, { headers: errorHeaders(admitted, next.value) });
+  let durable = false;
+  const committed = admitted.job.reservation.durable.then(() => {
+    durable = true;
+  });
+  let sourcesSeen = !options.untilSources;
+  try {
+    while (!(durable && sourcesSeen)) {
+      const next = events.next();
+      // Until the commit resolves, keep pulling; once it has, pull only what the search hold needs.
+      const result = durable ? await next : await Promise.race([next, committed.then(() => undefined)]);
+      if (result === undefined) {
+        // The commit won the race: the stream may open now; the event asked for is still ours.
+        if (sourcesSeen) return { held, pending: next, finished: false };
+        const late = await next;
+        if (late.done) return { held, finished: true };
+        if (late.value.type === 'error' && options.untilSources) throw searchFailure(late.value, admitted);
+        held.push(late.value);
+        if (late.value.type === 'sources') sourcesSeen = true;
+        continue;
+      }
+      if (result.done) {
+        await committed;
+        return { held, finished: true };
+      }
+      if (result.value.type === 'error' && options.untilSources) throw searchFailure(result.value, admitted);
+      held.push(result.value);
+      if (result.value.type === 'sources') sourcesSeen = true;
     }
-    held.push(next.value);
-    if (next.value.type === 'sources') break;
+    return { held, finished: false };
+  } catch (error) {
+    await events.return(undefined);
+    throw error;
   }
-  return (async function* () {
-    try {
-      yield* held;
-      yield* events;
-    } finally {
-      // The client may leave while held events are replayed; the pipeline must still close.
-      await events.return(undefined);
-    }
-  })();
+}
+
+function searchFailure(event: Extract<ChatEvent, { type: 'error' }>, admitted: AdmittedChat): ApiError {
+  return new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
 }
 
 function wantsEventStream(context: HttpContext): boolean {

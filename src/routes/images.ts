@@ -170,6 +170,8 @@ export function imageRoutes(services: Services): Route[] {
           return;
         }
         if (ndjson) {
+          // The stream's first line is an acknowledgement: it waits for the quota take to be on disk.
+          await reservation.durable;
           await streamImages(services, context, request, reservation.stamp, async () => void (await reservation.refund()), started);
           return;
         }
@@ -181,6 +183,7 @@ export function imageRoutes(services: Services): Route[] {
           if (error instanceof ApiError) throw new ApiError(error.code, error.message, { details: error.details, headers: { ...error.headers, ...rateLimitHeaders(refunded) } });
           throw error;
         }
+        await reservation.durable;
         context.json(200, replyBody(services, images, reservation.stamp), rateLimitHeaders(reservation.stamp));
       },
     },

@@ -23,13 +23,25 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
   take(subject: string, windowStart: number, limit: number, cost: number): Promise<CounterTake> {
     // The read happens inside the write transaction: LMDB holds its single writer lock (shared by
     // every process on the environment) from this read to the commit, so no other take interleaves.
-    // The promise resolves after the commit, so a success is never handed out before it is durable.
-    return this.db.transaction(() => {
-      const current = this.db.get(subject);
-      const used = current !== undefined && current.window_start === windowStart ? current.used : 0;
-      if (used + cost > limit) return { ok: false, used };
-      if (cost > 0) this.db.put(subject, { window_start: windowStart, used: used + cost });
-      return { ok: true, used: used + cost };
+    // The decision is handed out as soon as the transaction body ran, with `durable` resolving
+    // after the commit reached the disk: the caller starts upstream work during the fsync and
+    // sends nothing before it, so an acknowledged take is never lost.
+    return new Promise<CounterTake>((resolve, reject) => {
+      let decided = false;
+      const committed: Promise<void> = this.db
+        .transaction(() => {
+          const current = this.db.get(subject);
+          const used = current !== undefined && current.window_start === windowStart ? current.used : 0;
+          const ok = used + cost <= limit;
+          if (ok && cost > 0) this.db.put(subject, { window_start: windowStart, used: used + cost });
+          decided = true;
+          // `committed` is assigned by the time this runs: lmdb-js runs transaction bodies later, in its write batch.
+          queueMicrotask(() => resolve({ ok, used: ok ? used + cost : used, durable: committed }));
+        })
+        .then(() => undefined);
+      committed.catch((error: unknown) => {
+        if (!decided) reject(error);
+      });
     });
   }
 

@@ -116,6 +116,11 @@ export interface CounterTake {
   ok: boolean;
   /** Units used in the window after the take (or at refusal). */
   used: number;
+  /**
+   * Resolves once the take is durable on disk. The decision is known before that, so upstream work
+   * may start at once; nothing may be sent to the client before this resolves.
+   */
+  durable: Promise<void>;
 }
 
 /**

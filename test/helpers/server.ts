@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type ConfigFile } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
-import { startServer, type RunningServer } from '../../src/server.js';
+import { startServer, type RunningServer, type StartOptions } from '../../src/server.js';
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -25,13 +25,15 @@ export interface BootOptions {
   dataDir?: string;
   /** "Now" in epoch ms for quota windows (to cross a window edge without waiting). */
   clock?: () => number;
+  /** Wraps the quota counters (to slow the durable commit down). */
+  wrapQuotaCounters?: StartOptions['wrapQuotaCounters'];
 }
 
 /** Starts a server for one test file; call `close()` in `after`. */
 export async function bootServer(options: BootOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'colloquy-test-'));
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...options.env }, options.config ?? {});
-  const server = await startServer(config, { logger: createLogger('silent'), clock: options.clock });
+  const server = await startServer(config, { logger: createLogger('silent'), clock: options.clock, wrapQuotaCounters: options.wrapQuotaCounters });
   const ownsDir = options.dataDir === undefined;
   return {
     ...server,
