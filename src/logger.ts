@@ -1,19 +1,19 @@
 /**
  * The structured logger (pino). Request lines carry method, route, status and ms; never keys or
- * bodies. Lines go to stdout through an asynchronous destination (a buffered writer off the
- * request path); `flushLogs` writes out what is buffered before the process exits.
+ * bodies. Lines go to stdout through an asynchronous destination (written off the request path);
+ * `flushLogs` writes out what is still queued before the process exits.
  */
 import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-/** Bytes buffered before a write to stdout; a quiet server still flushes on its own timer. */
-const BUFFER_BYTES = 4096;
 const destinations = new WeakMap<Logger, ReturnType<typeof pino.destination>>();
 
 /** Creates the process logger at the given level (`silent` in tests). */
 export function createLogger(level: string): Logger {
-  const destination = pino.destination({ dest: 1, sync: false, minLength: BUFFER_BYTES });
+  // Asynchronous: a line is queued and written in the background, lines queued during one write go
+  // out together in the next, so a busy server pays no write call per request.
+  const destination = pino.destination({ dest: 1, sync: false });
   const logger = pino(
     {
       level,
@@ -23,9 +23,6 @@ export function createLogger(level: string): Logger {
     destination,
   );
   destinations.set(logger, destination);
-  // Without this a quiet server could keep its last lines in the buffer for a long time.
-  const timer = setInterval(() => destination.flush(), 1000);
-  timer.unref();
   return logger;
 }
 

@@ -103,10 +103,10 @@ describe('WORKERS=2: several processes on one data directory', () => {
     const start = lines.length;
     const afterRevoke = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/api/chat/quota/me`, { headers })));
     assert.deepEqual([...new Set(afterRevoke.map((response) => response.status))], [401]);
-    // Give the log lines a moment to arrive, then check both processes answered 401.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const refusedBy = new Set(lines.slice(start).filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.worker));
-    assert.deepEqual([...refusedBy].sort(), [1, 2]);
+    // Logs are written asynchronously: wait for the lines, then check both processes answered 401.
+    const refusedBy = () => new Set(lines.slice(start).filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.worker));
+    for (let waited = 0; waited < 3000 && refusedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual([...refusedBy()].sort(), [1, 2]);
   });
 
   test('a worker that dies is replaced and the service keeps answering on the same port', async () => {
