@@ -45,8 +45,29 @@ const CONTENT_TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-/** The assets the page references; anything else under /dashboard/assets/ is 404. */
-const ASSET_NAMES = ['dashboard.css', 'dashboard.js', 'sse.js', 'icon.svg'] as const;
+/**
+ * The assets the page references: the stylesheet, the icon and the ES modules of the script (one
+ * per view, imported by `dashboard.js` with relative URLs). Anything else under /dashboard/assets/
+ * is 404.
+ */
+const ASSET_NAMES = [
+  'dashboard.css',
+  'icon.svg',
+  'dashboard.js',
+  'state.js',
+  'errors.js',
+  'feedback.js',
+  'api.js',
+  'sse.js',
+  'dom.js',
+  'secrets.js',
+  'signin.js',
+  'quota-view.js',
+  'keys-view.js',
+  'sessions-view.js',
+  'playground-view.js',
+  'admin-view.js',
+] as const;
 
 interface StaticFile {
   body: Buffer;
