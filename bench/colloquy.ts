@@ -69,19 +69,25 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${options.profileDir}`);
   }
   if (options.inspect) nodeArgs.push('--inspect=127.0.0.1:0');
-  const child = startChild('colloquy', 'server', process.execPath, [...nodeArgs, options.cliPath ?? join(REPO_ROOT, 'dist/src/cli.js'), 'serve'], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      COLLOQUY_DATA_DIR: join(scratch.path, 'data'),
-      COLLOQUY_CONFIG: configPath,
-      LOG_LEVEL: 'silent',
-      BENCH_UPSTREAM_KEY: 'sk-bench-loopback',
-      NODE_ENV: 'production',
+  const child = startChild(
+    'colloquy',
+    'server',
+    process.execPath,
+    [...nodeArgs, options.cliPath ?? join(REPO_ROOT, 'dist/src/cli.js'), 'serve'],
+    {
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        COLLOQUY_DATA_DIR: join(scratch.path, 'data'),
+        COLLOQUY_CONFIG: configPath,
+        LOG_LEVEL: 'silent',
+        BENCH_UPSTREAM_KEY: 'sk-bench-loopback',
+        NODE_ENV: 'production',
+      },
     },
-  });
+  );
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitForHttp(`${url}/health`, 20_000, child);

@@ -105,8 +105,7 @@ export function startChild(
   child.stdout!.setEncoding('utf8');
   child.stdout!.on('data', (text: string) => {
     outBuffer += text;
-    let newline: number;
-    while ((newline = outBuffer.indexOf('\n')) >= 0) {
+    for (let newline = outBuffer.indexOf('\n'); newline >= 0; newline = outBuffer.indexOf('\n')) {
       const line = outBuffer.slice(0, newline);
       outBuffer = outBuffer.slice(newline + 1);
       options.onLine?.(line);
@@ -121,7 +120,9 @@ export function startChild(
   child.once('exit', (code, signal) => {
     // A server that dies under load is a finding, not noise: keep its last words for the report.
     if (!stopping && role === 'server' && (code !== 0 || signal)) {
-      unexpectedExits.push(`${name} (pid ${child.pid}) exited with ${signal ?? `code ${code}`}: ${errText.trim().split('\n').slice(0, 8).join(' | ')}`);
+      unexpectedExits.push(
+        `${name} (pid ${child.pid}) exited with ${signal ?? `code ${code}`}: ${errText.trim().split('\n').slice(0, 8).join(' | ')}`,
+      );
     }
   });
   const handle: Child = {
@@ -160,7 +161,13 @@ export function killAllChildrenNow(): void {
 }
 
 /** Starts a node entry point from dist/bench and waits for its `{"port":N}` line. */
-export async function startNodeHelper(name: string, role: 'server' | 'load', script: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ child: Child; port: number }> {
+export async function startNodeHelper(
+  name: string,
+  role: 'server' | 'load',
+  script: string,
+  args: string[],
+  env?: NodeJS.ProcessEnv,
+): Promise<{ child: Child; port: number }> {
   let resolvePort: (port: number) => void;
   const portReady = new Promise<number>((resolve) => (resolvePort = resolve));
   const child = startChild(name, role, process.execPath, [join(BENCH_DIST, script), ...args], {
@@ -176,7 +183,9 @@ export async function startNodeHelper(name: string, role: 'server' | 'load', scr
 async function withTimeout<T>(promise: Promise<T>, ms: number, message: () => string, child?: Child): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const exited = child
-    ? new Promise<never>((_, reject) => child.process.once('exit', (code) => reject(new Error(`${child.name} exited (${code}): ${child.stderr()}`))))
+    ? new Promise<never>((_, reject) =>
+        child.process.once('exit', (code) => reject(new Error(`${child.name} exited (${code}): ${child.stderr()}`))),
+      )
     : new Promise<never>(() => {});
   try {
     return await Promise.race([
@@ -386,8 +395,16 @@ export function formatTable(rows: Row[]): string {
   const columns = [...new Set(rows.flatMap((row) => Object.keys(row)))];
   const cell = (value: Row[string] | undefined) => (value === undefined || value === null ? '' : String(value));
   const widths = columns.map((column) => Math.max(column.length, ...rows.map((row) => cell(row[column]).length)));
-  const line = (values: string[]) => values.map((value, index) => value.padEnd(widths[index]!)).join('  ').trimEnd();
-  return [line(columns), line(widths.map((width) => '-'.repeat(width))), ...rows.map((row) => line(columns.map((column) => cell(row[column]))))].join('\n');
+  const line = (values: string[]) =>
+    values
+      .map((value, index) => value.padEnd(widths[index]!))
+      .join('  ')
+      .trimEnd();
+  return [
+    line(columns),
+    line(widths.map((width) => '-'.repeat(width))),
+    ...rows.map((row) => line(columns.map((column) => cell(row[column])))),
+  ].join('\n');
 }
 
 /** Formats rows as a Markdown table (for docs/benchmarks.md). */
@@ -407,7 +424,7 @@ export function writeResult(name: string, data: unknown): string {
   const dir = join(REPO_ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `${name}.json`);
-  writeFileSync(path, JSON.stringify(data, null, 2) + '\n');
+  writeFileSync(path, `${JSON.stringify(data, null, 2)}\n`);
   return path;
 }
 

@@ -37,7 +37,16 @@ export class InspectorSession {
       socket.once('error', reject);
       socket.once('connect', () => {
         socket.write(
-          [`GET ${parsed.pathname} HTTP/1.1`, `Host: ${parsed.host}`, 'Upgrade: websocket', 'Connection: Upgrade', `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13', '', ''].join('\r\n'),
+          [
+            `GET ${parsed.pathname} HTTP/1.1`,
+            `Host: ${parsed.host}`,
+            'Upgrade: websocket',
+            'Connection: Upgrade',
+            `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+            'Sec-WebSocket-Version: 13',
+            '',
+            '',
+          ].join('\r\n'),
         );
       });
       let head = Buffer.alloc(0);
@@ -88,7 +97,9 @@ export class InspectorSession {
   async memoryAfterGc(): Promise<ProcessMemory> {
     await this.call('HeapProfiler.collectGarbage');
     await this.call('HeapProfiler.collectGarbage');
-    const result = (await this.call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as { result: { value: string } };
+    const result = (await this.call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as {
+      result: { value: string };
+    };
     return JSON.parse(result.result.value) as ProcessMemory;
   }
 

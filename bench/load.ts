@@ -72,7 +72,8 @@ function luaLongString(text: string): string {
 function wrkScript(request: LoadRequest): string {
   const lines: string[] = [];
   lines.push(`wrk.method = "${request.method ?? 'GET'}"`);
-  for (const [name, value] of Object.entries(request.headers ?? {})) lines.push(`wrk.headers[ ${luaLongString(name)} ] = ${luaLongString(value)}`);
+  for (const [name, value] of Object.entries(request.headers ?? {}))
+    lines.push(`wrk.headers[ ${luaLongString(name)} ] = ${luaLongString(value)}`);
   const bodies = request.bodies ?? [];
   if (bodies.length === 1) {
     lines.push(`wrk.body = ${luaLongString(bodies[0]!)}`);
@@ -90,7 +91,7 @@ function wrkScript(request: LoadRequest): string {
     `  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f}\\n', summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout, latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean))`,
   );
   lines.push('end');
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 interface WrkJson {
@@ -115,11 +116,17 @@ export async function runWrk(request: LoadRequest): Promise<LoadResult> {
     const script = join(scratch.path, 'script.lua');
     writeFileSync(script, wrkScript(request));
     let output: WrkJson | undefined;
-    const child = startChild('wrk', 'load', 'wrk', ['-t1', `-c${request.connections}`, `-d${request.durationSeconds}s`, '-s', script, request.url], {
-      onLine: (line) => {
-        if (line.startsWith('WRKJSON ')) output = JSON.parse(line.slice(8)) as WrkJson;
+    const child = startChild(
+      'wrk',
+      'load',
+      'wrk',
+      ['-t1', `-c${request.connections}`, `-d${request.durationSeconds}s`, '-s', script, request.url],
+      {
+        onLine: (line) => {
+          if (line.startsWith('WRKJSON ')) output = JSON.parse(line.slice(8)) as WrkJson;
+        },
       },
-    });
+    );
     await new Promise<void>((resolve) => child.process.once('exit', () => resolve()));
     await child.stop();
     if (!output) throw new Error(`wrk failed: ${child.stderr()}`);

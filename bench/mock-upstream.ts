@@ -130,7 +130,12 @@ export function startMock(options: MockOptions): Promise<MockUpstream> {
       response.end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error' } }));
       return;
     }
-    let body: { model?: string; stream?: boolean; stream_options?: { include_usage?: boolean }; messages?: Array<{ role?: string; content?: unknown }> };
+    let body: {
+      model?: string;
+      stream?: boolean;
+      stream_options?: { include_usage?: boolean };
+      messages?: Array<{ role?: string; content?: unknown }>;
+    };
     try {
       body = JSON.parse(await readBody(request)) as typeof body;
     } catch {
@@ -199,7 +204,9 @@ export function startMock(options: MockOptions): Promise<MockUpstream> {
       }
       send(chunkFrame(id, model, created, {}, 'stop'));
       if (body.stream_options?.include_usage) {
-        send(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: 12, completion_tokens: directive.chunks, total_tokens: 12 + directive.chunks } })}\n\n`);
+        send(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: 12, completion_tokens: directive.chunks, total_tokens: 12 + directive.chunks } })}\n\n`,
+        );
       }
       send('data: [DONE]\n\n');
       finished = true;

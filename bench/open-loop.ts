@@ -100,7 +100,7 @@ export function runOpenLoop(request: LoadRequest & { rate: number }): Promise<Lo
     const lines = [`${request.method ?? 'GET'} ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`];
     for (const [name, value] of Object.entries(request.headers ?? {})) lines.push(`${name}: ${value}`);
     if (body) lines.push(`Content-Length: ${body.length}`);
-    return Buffer.from(lines.join('\r\n') + '\r\n\r\n');
+    return Buffer.from(`${lines.join('\r\n')}\r\n\r\n`);
   };
   const payloads = bodies.length > 0 ? bodies.map((body) => Buffer.concat([headerText(body), body])) : [headerText(undefined)];
 
@@ -199,11 +199,14 @@ export function runOpenLoop(request: LoadRequest & { rate: number }): Promise<Lo
       maybeFinish();
     }, TICK_MS);
     // Replies still missing 10 s after the last request was due count as errors.
-    const giveUp = setTimeout(() => {
-      errors += Math.max(0, total - count - errors);
-      forced = true;
-      maybeFinish();
-    }, end - performance.now() + 10_000);
+    const giveUp = setTimeout(
+      () => {
+        errors += Math.max(0, total - count - errors);
+        forced = true;
+        maybeFinish();
+      },
+      end - performance.now() + 10_000,
+    );
   });
 }
 

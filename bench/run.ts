@@ -121,11 +121,25 @@ async function runOne(scenario: Scenario, options: RunOptions): Promise<Outcome>
     const skipped = result.rows.length === 0 && result.notes.some((note) => note.startsWith('skipped'));
     const deaths = takeUnexpectedExits();
     if (deaths.length > 0) result.notes.push(...deaths.map((death) => `server died during the scenario: ${death}`));
-    return { id: scenario.id, number: scenario.number, title: scenario.title, status: skipped ? 'skipped' : 'ok', seconds: (performance.now() - started) / 1000, result };
+    return {
+      id: scenario.id,
+      number: scenario.number,
+      title: scenario.title,
+      status: skipped ? 'skipped' : 'ok',
+      seconds: (performance.now() - started) / 1000,
+      result,
+    };
   } catch (error) {
     const deaths = takeUnexpectedExits();
     const message = [...deaths, (error as Error).stack ?? String(error)].join('\n');
-    return { id: scenario.id, number: scenario.number, title: scenario.title, status: 'failed', seconds: (performance.now() - started) / 1000, error: message };
+    return {
+      id: scenario.id,
+      number: scenario.number,
+      title: scenario.title,
+      status: 'failed',
+      seconds: (performance.now() - started) / 1000,
+      error: message,
+    };
   } finally {
     clearTimeout(timer);
     // A scenario that failed half-way may leave children behind: stop them by pid.
@@ -151,14 +165,16 @@ function renderMarkdown(machine: MachineInfo, outcomes: Outcome[]): string {
   parts.push('| --- | --- | --- |');
   for (const outcome of outcomes) {
     for (const goal of outcome.result?.goals ?? []) {
-      parts.push(`| ${goal.goal} | ${goal.measured}${goal.note ? ` (${goal.note})` : ''} | ${goal.met === null ? 'n/a' : goal.met ? 'met' : '**missed**'} |`);
+      parts.push(
+        `| ${goal.goal} | ${goal.measured}${goal.note ? ` (${goal.note})` : ''} | ${goal.met === null ? 'n/a' : goal.met ? 'met' : '**missed**'} |`,
+      );
     }
   }
   for (const outcome of outcomes) {
     parts.push('');
     parts.push(`### ${outcome.number}. ${outcome.title} (${outcome.status}, ${outcome.seconds.toFixed(0)} s)`);
     parts.push('');
-    if (outcome.error) parts.push('```\n' + outcome.error.split('\n').slice(0, 6).join('\n') + '\n```');
+    if (outcome.error) parts.push(`\`\`\`\n${outcome.error.split('\n').slice(0, 6).join('\n')}\n\`\`\``);
     if (outcome.result) {
       const table = markdownTable(outcome.result.rows);
       if (table) parts.push(table);
@@ -168,7 +184,7 @@ function renderMarkdown(machine: MachineInfo, outcomes: Outcome[]): string {
       }
     }
   }
-  return parts.join('\n') + '\n';
+  return `${parts.join('\n')}\n`;
 }
 
 async function main(): Promise<number> {
@@ -186,14 +202,21 @@ async function main(): Promise<number> {
   const { selected, options, updateDocs: docs } = parsed;
   pinSelfToLoadCpu();
   const machine = machineInfo();
-  process.stdout.write(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}, load average ${machine.load_average.join(' ')}\n`);
-  process.stdout.write(`placement: ${machine.placement}\nload: ${machine.load_generators.join(', ')}\ncommit: ${machine.commit ?? 'n/a'}${machine.dirty ? ' (dirty)' : ''}\n\n`);
+  process.stdout.write(
+    `machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.kernel}, node ${machine.node}, load average ${machine.load_average.join(' ')}\n`,
+  );
+  process.stdout.write(
+    `placement: ${machine.placement}\nload: ${machine.load_generators.join(', ')}\ncommit: ${machine.commit ?? 'n/a'}${machine.dirty ? ' (dirty)' : ''}\n\n`,
+  );
 
   const outcomes: Outcome[] = [];
   for (const scenario of selected) {
     process.stdout.write(`== ${scenario.number}. ${scenario.title} ==\n`);
     // One profile folder per scenario, so a profile says which load produced it.
-    const outcome = await runOne(scenario, { ...options, profileDir: options.profileDir ? join(options.profileDir, scenario.id) : undefined });
+    const outcome = await runOne(scenario, {
+      ...options,
+      profileDir: options.profileDir ? join(options.profileDir, scenario.id) : undefined,
+    });
     outcomes.push(outcome);
     if (outcome.result) {
       process.stdout.write(`${formatTable(outcome.result.rows)}\n`);

@@ -105,7 +105,9 @@ export const abortScenario: Scenario = {
       return {
         rows: [row('no other traffic', idle, runs), row(`beside ${backgroundCount} open streams (10 deltas/s each)`, busy, runs)],
         goals,
-        notes: ['the client destroys its socket on the first delta; the clock stops when the mock sees its request connection close (same process, same clock)'],
+        notes: [
+          'the client destroys its socket on the first delta; the clock stops when the mock sees its request connection close (same process, same clock)',
+        ],
       };
     } finally {
       await server.stop();

@@ -26,7 +26,11 @@ export const builtinChatScenario: Scenario = {
     const server = await startColloquy({ profileDir: options.profileDir });
     try {
       const bodies = Array.from({ length: SESSIONS }, (_, index) =>
-        JSON.stringify({ message: 'What does Colloquy store for a session?', model: 'builtin-extractive', session_id: `bench-session-${index}` }),
+        JSON.stringify({
+          message: 'What does Colloquy store for a session?',
+          model: 'builtin-extractive',
+          session_id: `bench-session-${index}`,
+        }),
       );
       const check = await probe(`${server.url}/api/chat/`, JSON.parse(bodies[0]!));
       const skipped = skippedUnlessReady('POST /api/chat/', check.status, check.body);
@@ -57,11 +61,19 @@ export const builtinChatScenario: Scenario = {
       const stored = session.status === 200 ? ((await session.json()) as { message_count?: number }).message_count : undefined;
       return {
         rows: [loadRow('bare uWS hello', bare, { ratio: 1 }), loadRow('POST /api/chat/ (builtin)', chat, { ratio })],
-        goals: [{ goal: 'built-in chat with persistence ≥ 0.25× bare uWS', measured: `${ratio}×`, met: ratio >= 0.25 && chat.non2xx === 0 && chat.errors === 0 }],
+        goals: [
+          {
+            goal: 'built-in chat with persistence ≥ 0.25× bare uWS',
+            measured: `${ratio}×`,
+            met: ratio >= 0.25 && chat.non2xx === 0 && chat.errors === 0,
+          },
+        ],
         notes: [
           `${connections} connections; each request names one of ${SESSIONS} sessions (anonymous caller, plan quota 1e9, reserved per request in LMDB)`,
           `answer: ${JSON.stringify((check.body as { response?: string }).response ?? '').slice(0, 120)}`,
-          stored === undefined ? `session read-back: GET /api/chat/session answered ${session.status}` : `session bench-session-1 holds ${stored} messages after the run`,
+          stored === undefined
+            ? `session read-back: GET /api/chat/session answered ${session.status}`
+            : `session bench-session-1 holds ${stored} messages after the run`,
         ],
       };
     } finally {

@@ -21,14 +21,28 @@ export async function mockStats(port: number): Promise<MockStats> {
 }
 
 /** The gateway and direct requests for one mock; which upstream mode the gateway uses is probed. */
-export async function gatewayTargets(serverUrl: string, mockPort: number): Promise<{ gateway: Omit<LoadRequest, 'connections' | 'durationSeconds'>; direct: Omit<LoadRequest, 'connections' | 'durationSeconds'>; upstreamStreams: boolean; probeStatus: number; probeBody: unknown }> {
+export async function gatewayTargets(
+  serverUrl: string,
+  mockPort: number,
+): Promise<{
+  gateway: Omit<LoadRequest, 'connections' | 'durationSeconds'>;
+  direct: Omit<LoadRequest, 'connections' | 'durationSeconds'>;
+  upstreamStreams: boolean;
+  probeStatus: number;
+  probeBody: unknown;
+}> {
   const before = await mockStats(mockPort);
   const check = await probe(`${serverUrl}/api/chat/`, { message: MESSAGE, model: MOCK_MODEL_ID });
   const after = await mockStats(mockPort);
   const upstreamStreams = after.stream_requests > before.stream_requests;
   const json = { 'Content-Type': 'application/json' };
   return {
-    gateway: { url: `${serverUrl}/api/chat/`, method: 'POST', headers: json, bodies: [JSON.stringify({ message: MESSAGE, model: MOCK_MODEL_ID })] },
+    gateway: {
+      url: `${serverUrl}/api/chat/`,
+      method: 'POST',
+      headers: json,
+      bodies: [JSON.stringify({ message: MESSAGE, model: MOCK_MODEL_ID })],
+    },
     direct: {
       url: `http://127.0.0.1:${mockPort}/v1/chat/completions`,
       method: 'POST',
@@ -50,7 +64,16 @@ export const gatewayOverheadScenario: Scenario = {
   number: 3,
   title: 'gateway overhead: openai provider to a loopback mock vs the mock directly',
   async run(options: RunOptions): Promise<ScenarioResult> {
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '8', '--size', '6', '--interval-ms', '0']);
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
+      '--port',
+      '0',
+      '--chunks',
+      '8',
+      '--size',
+      '6',
+      '--interval-ms',
+      '0',
+    ]);
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
     try {
       const targets = await gatewayTargets(server.url, mock.port);
@@ -78,7 +101,10 @@ export const gatewayOverheadScenario: Scenario = {
       // Added latency at half the gateway's own saturation: the hop's cost when it is not queueing.
       const half = Math.max(100, Math.round(gatewayMax.rps / 2 / 100) * 100);
       // Ascending, so the overloaded step (if any) comes last and leaves no backlog behind.
-      const steps = [...RATES.map((rate) => ({ rate, label: `${rate} req/s` })), { rate: half, label: `${half} req/s (½ of its saturation)` }].sort((a, b) => a.rate - b.rate);
+      const steps = [
+        ...RATES.map((rate) => ({ rate, label: `${rate} req/s` })),
+        { rate: half, label: `${half} req/s (½ of its saturation)` },
+      ].sort((a, b) => a.rate - b.rate);
       for (const { rate, label } of steps) {
         const direct = await runFixedRate({ ...targets.direct, connections, durationSeconds: seconds, rate });
         const gateway = await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate });

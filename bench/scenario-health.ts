@@ -43,8 +43,13 @@ export const healthScenario: Scenario = {
         // The same pair with autocannon, for users without wrk: it shows where autocannon caps.
         const bareAc = await runAutocannon({ url: `http://127.0.0.1:${hello.port}/`, connections, durationSeconds: options.duration });
         const healthAc = await runAutocannon({ url: `${server.url}/health`, connections, durationSeconds: options.duration });
-        rows.push(loadRow('bare uWS hello', bareAc, { ratio: 1 }), loadRow('GET /health', healthAc, { ratio: round(healthAc.rps / bareAc.rps, 3) }));
-        notes.push('the goal uses the wrk pair; the autocannon pair (one step each) is load-generator bound on the bare server, so its ratio reads high');
+        rows.push(
+          loadRow('bare uWS hello', bareAc, { ratio: 1 }),
+          loadRow('GET /health', healthAc, { ratio: round(healthAc.rps / bareAc.rps, 3) }),
+        );
+        notes.push(
+          'the goal uses the wrk pair; the autocannon pair (one step each) is load-generator bound on the bare server, so its ratio reads high',
+        );
       }
       return {
         rows,

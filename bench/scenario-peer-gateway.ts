@@ -15,14 +15,23 @@ import { loadRow } from './scenario-health.js';
 const MESSAGE = 'Say hello to the benchmark.';
 
 /** Streams one reply and says whether it arrived whole. */
-async function streamCheck(port: number, path: string, body: unknown, headers: Record<string, string>, dialect: Dialect, expected: number): Promise<string> {
+async function streamCheck(
+  port: number,
+  path: string,
+  body: unknown,
+  headers: Record<string, string>,
+  dialect: Dialect,
+  expected: number,
+): Promise<string> {
   const stream = new SseStream({ port, path, body, headers, dialect });
   const timer = setTimeout(() => stream.destroy(), 10_000);
   await stream.finished;
   clearTimeout(timer);
   if (stream.error) return `fails: ${stream.error}`;
   if (!stream.completed) return 'fails: no final event';
-  return stream.deltas >= expected ? `ok (${stream.deltas} deltas, first after ${round(stream.firstDeltaAt - stream.startedAt, 2)} ms)` : `incomplete: ${stream.deltas}/${expected} deltas`;
+  return stream.deltas >= expected
+    ? `ok (${stream.deltas} deltas, first after ${round(stream.firstDeltaAt - stream.startedAt, 2)} ms)`
+    : `incomplete: ${stream.deltas}/${expected} deltas`;
 }
 
 export const peerGatewayScenario: Scenario = {
@@ -31,7 +40,16 @@ export const peerGatewayScenario: Scenario = {
   title: 'peer gateway (Portkey, npm) vs Colloquy on the same mock upstream',
   async run(options: RunOptions): Promise<ScenarioResult> {
     const installed = await ensurePeerInstalled();
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '8', '--size', '6', '--interval-ms', '0']);
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
+      '--port',
+      '0',
+      '--chunks',
+      '8',
+      '--size',
+      '6',
+      '--interval-ms',
+      '0',
+    ]);
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
     const peer = await startPeer();
     try {
@@ -72,27 +90,60 @@ export const peerGatewayScenario: Scenario = {
       const ratio = round(oursMax.rps / Math.max(1, peerMax.rps), 2);
       rows.push(loadRow('peer gateway', peerMax, { mode: 'JSON', load: 'saturation', ratio: 1 }));
       rows.push(loadRow('colloquy', oursMax, { mode: 'JSON', load: 'saturation', ratio }));
-      goals.push({ goal: 'throughput ≥ 20× the peer gateway', measured: `${ratio}× (${oursMax.rps} vs ${peerMax.rps} req/s)`, met: ratio >= 20 && oursMax.non2xx === 0 });
+      goals.push({
+        goal: 'throughput ≥ 20× the peer gateway',
+        measured: `${ratio}× (${oursMax.rps} vs ${peerMax.rps} req/s)`,
+        met: ratio >= 20 && oursMax.non2xx === 0,
+      });
 
       // Streaming: correctness first (the peer's streaming is known to break on some Node versions).
       const directive = `${MESSAGE} [mock chunks=8 interval_ms=5]`;
-      const peerStream = await streamCheck(peer.port, '/v1/chat/completions', { model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: directive }] }, theirs.headers!, 'openai', 8);
-      const oursStream = await streamCheck(server.port, '/api/chat/stream', { message: directive, model: MOCK_MODEL_ID }, {}, 'colloquy', 8);
+      const peerStream = await streamCheck(
+        peer.port,
+        '/v1/chat/completions',
+        { model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: directive }] },
+        theirs.headers!,
+        'openai',
+        8,
+      );
+      const oursStream = await streamCheck(
+        server.port,
+        '/api/chat/stream',
+        { message: directive, model: MOCK_MODEL_ID },
+        {},
+        'colloquy',
+        8,
+      );
       notes.push(`streaming on Node ${process.version}: peer ${peerStream}; colloquy ${oursStream}`);
       if (!peerStream.startsWith('ok')) {
-        const reason = peer.child.stderr().split('\n').find((line) => /Error/.test(line));
+        const reason = peer.child
+          .stderr()
+          .split('\n')
+          .find((line) => /Error/.test(line));
         if (reason) notes.push(`peer's own log for the failed stream: ${reason.trim().slice(0, 200)}`);
       }
       const streamTargets = [];
       if (peerStream.startsWith('ok')) {
-        streamTargets.push({ name: 'peer gateway', request: { ...theirs, bodies: [JSON.stringify({ model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: MESSAGE }] })], connections: 50, durationSeconds: seconds } });
+        streamTargets.push({
+          name: 'peer gateway',
+          request: {
+            ...theirs,
+            bodies: [JSON.stringify({ model: MOCK_MODEL_ID, stream: true, messages: [{ role: 'user', content: MESSAGE }] })],
+            connections: 50,
+            durationSeconds: seconds,
+          },
+        });
       }
       if (oursStream.startsWith('ok')) {
-        streamTargets.push({ name: 'colloquy', request: { ...ours.gateway, url: `${server.url}/api/chat/stream`, connections: 50, durationSeconds: seconds } });
+        streamTargets.push({
+          name: 'colloquy',
+          request: { ...ours.gateway, url: `${server.url}/api/chat/stream`, connections: 50, durationSeconds: seconds },
+        });
       }
       const streamed = await compareSaturation(streamTargets, 1, 1);
       for (const [name, result] of streamed) rows.push(loadRow(name, result, { mode: 'SSE', load: 'saturation' }));
-      if (!peerStream.startsWith('ok')) rows.push({ target: 'peer gateway', mode: 'SSE', load: 'saturation', 'req/s': 'n/a', note: peerStream });
+      if (!peerStream.startsWith('ok'))
+        rows.push({ target: 'peer gateway', mode: 'SSE', load: 'saturation', 'req/s': 'n/a', note: peerStream });
       return { rows, goals, notes };
     } finally {
       await peer.stop();

@@ -92,7 +92,12 @@ export const ragScenario: Scenario = {
           for (let index = 0; index < 1000 && chunkWords.length < size; index += 1) {
             const words = Array.from({ length: WORDS_PER_CHUNK }, sample);
             chunkWords.push(words);
-            batch.push({ title: `chunk ${chunkWords.length}`, text: words.map(word).join(' '), key: String(chunkWords.length), collection: 'bench' });
+            batch.push({
+              title: `chunk ${chunkWords.length}`,
+              text: words.map(word).join(' '),
+              key: String(chunkWords.length),
+              collection: 'bench',
+            });
           }
           await knowledge.addMany(batch, { batchSize: 500 });
         }

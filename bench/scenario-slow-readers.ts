@@ -4,7 +4,18 @@
  * fast clients' timing with and without the stalled ones beside them.
  */
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
-import { percentile, round, rssBytes, sleep, socketQueues, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import {
+  percentile,
+  round,
+  rssBytes,
+  sleep,
+  socketQueues,
+  startNodeHelper,
+  type Row,
+  type RunOptions,
+  type Scenario,
+  type ScenarioResult,
+} from './harness.js';
 import { mockStats } from './scenario-gateway-overhead.js';
 import { openStreams, type SseStream } from './sse-client.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
@@ -50,7 +61,16 @@ export const slowReadersScenario: Scenario = {
   number: 6,
   title: 'slow readers: stalled clients while the upstream keeps sending',
   async run(options: RunOptions): Promise<ScenarioResult> {
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '4', '--size', '8', '--interval-ms', '0']);
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
+      '--port',
+      '0',
+      '--chunks',
+      '4',
+      '--size',
+      '8',
+      '--interval-ms',
+      '0',
+    ]);
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir, inspect: true });
     try {
       const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
@@ -165,16 +185,29 @@ export const slowReadersScenario: Scenario = {
           `kernel queues while stalled: ${round(upstreamQueues.recvQ / KIB / KIB, 1)} MiB unread in the server's ${upstreamQueues.sockets} upstream sockets (${round(upstreamQueues.recvQ / Math.max(1, upstreamQueues.sockets) / KIB, 0)} KiB each), ${round(clientQueues.sendQ / KIB / KIB, 1)} MiB queued toward clients; the mock could not hand over ${round(upstream.bytes_pending / KIB / KIB, 1)} MiB more`,
         );
       }
-      notes.push(`stalled clients had received ${round(delivered / stalledCount / KIB, 1)} KiB each before stalling; ${stillHeld} of ${stalledCount} were still connected when the fast clients finished`);
-      notes.push(`${cutByServer} of ${stalledCount} stalled readers were disconnected by the server within ${round(cutSeconds, 1)} s of stalling`);
+      notes.push(
+        `stalled clients had received ${round(delivered / stalledCount / KIB, 1)} KiB each before stalling; ${stillHeld} of ${stalledCount} were still connected when the fast clients finished`,
+      );
+      notes.push(
+        `${cutByServer} of ${stalledCount} stalled readers were disconnected by the server within ${round(cutSeconds, 1)} s of stalling`,
+      );
       notes.push(
         `after the stalled clients disconnected: heap+ext ${round((released.heapUsed + released.external) / KIB / KIB, 1)} MiB after GC, upstream streams closed early ${after.streams_closed_early}, still open ${after.streams_open}`,
       );
       return {
         rows,
         goals: [
-          { goal: 'a stalled reader holds ≤ 64 KiB', measured: `${round(heldPerStalled / KIB, 1)} KiB per stalled stream (heap after GC; RSS ${round(rssPerStalled / KIB, 0)} KiB)`, met: heldPerStalled <= 64 * KIB && stalledOk === stalledCount },
-          { goal: 'fast clients unaffected by stalled ones', measured: `fast stream time ×${round(slowdown, 3)}, ${contended.completed}/${fastCount} completed`, met: fastOk, note: contended.errors || undefined },
+          {
+            goal: 'a stalled reader holds ≤ 64 KiB',
+            measured: `${round(heldPerStalled / KIB, 1)} KiB per stalled stream (heap after GC; RSS ${round(rssPerStalled / KIB, 0)} KiB)`,
+            met: heldPerStalled <= 64 * KIB && stalledOk === stalledCount,
+          },
+          {
+            goal: 'fast clients unaffected by stalled ones',
+            measured: `fast stream time ×${round(slowdown, 3)}, ${contended.completed}/${fastCount} completed`,
+            met: fastOk,
+            note: contended.errors || undefined,
+          },
         ],
         notes,
       };

@@ -3,7 +3,20 @@
  * per open stream, time to first delta, inter-chunk jitter against the upstream's pace, errors.
  */
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
-import { cpuSeconds, openFileLimit, percentile, round, rssBytes, sleep, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import {
+  cpuSeconds,
+  openFileLimit,
+  percentile,
+  round,
+  rssBytes,
+  sleep,
+  startNodeHelper,
+  type GoalCheck,
+  type Row,
+  type RunOptions,
+  type Scenario,
+  type ScenarioResult,
+} from './harness.js';
 import { openStreams, SseStream } from './sse-client.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { probe } from './colloquy.js';
@@ -32,7 +45,13 @@ interface Step {
 }
 
 /** Runs one step and returns its row plus the figures the goal needs. */
-async function runStep(serverPort: number, serverPid: number, mockPid: number, step: Step, count: number): Promise<{ row: Row; peakRss: number; idleRss: number }> {
+async function runStep(
+  serverPort: number,
+  serverPid: number,
+  mockPid: number,
+  step: Step,
+  count: number,
+): Promise<{ row: Row; peakRss: number; idleRss: number }> {
   const rampMs = (count / step.rampPerSecond) * 1000;
   const chunks = Math.ceil((rampMs + step.holdMs) / step.intervalMs) + 1;
   const idleRss = rssBytes(serverPid) ?? 0;
@@ -59,13 +78,21 @@ async function runStep(serverPort: number, serverPid: number, mockPid: number, s
     peakRss = Math.max(peakRss, rssBytes(serverPid) ?? 0);
     if (performance.now() >= nextProbe && probes.length < PROBES) {
       nextProbe += (step.holdMs - 1500) / PROBES;
-      probes.push(new SseStream({ port: serverPort, path: '/api/chat/stream', body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID }, dialect: 'colloquy' }));
+      probes.push(
+        new SseStream({
+          port: serverPort,
+          path: '/api/chat/stream',
+          body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID },
+          dialect: 'colloquy',
+        }),
+      );
     }
     openDuring.push(streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length);
   }
   const cpuAtEnd = cpuSeconds(serverPid);
   const loadCpuShare = ((cpuSeconds(mockPid) ?? 0) + cpuOfThisProcess() - loadCpuAtStart) / ((performance.now() - holdStart) / 1000);
-  const cpuShare = cpuAtStart !== undefined && cpuAtEnd !== undefined ? (cpuAtEnd - cpuAtStart) / ((performance.now() - holdStart) / 1000) : Number.NaN;
+  const cpuShare =
+    cpuAtStart !== undefined && cpuAtEnd !== undefined ? (cpuAtEnd - cpuAtStart) / ((performance.now() - holdStart) / 1000) : Number.NaN;
   await Promise.all(probes.map((probe) => probe.finished));
   const probeTtfd = probes.filter((probe) => probe.firstDeltaAt > 0).map((probe) => probe.firstDeltaAt - probe.startedAt);
   const deadline = sleep(chunks * step.intervalMs + 15_000).then(() => 'timeout' as const);
@@ -106,7 +133,16 @@ export const streamsScenario: Scenario = {
   number: 5,
   title: 'concurrent SSE streams through a paced upstream',
   async run(options: RunOptions): Promise<ScenarioResult> {
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0', '--chunks', '4', '--size', '8', '--interval-ms', '0']);
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
+      '--port',
+      '0',
+      '--chunks',
+      '4',
+      '--size',
+      '8',
+      '--interval-ms',
+      '0',
+    ]);
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
     try {
       const check = await probe(`${server.url}/api/chat/`, { message: 'warm up', model: MOCK_MODEL_ID });
@@ -125,7 +161,12 @@ export const streamsScenario: Scenario = {
             { target: 10_000, intervalMs: 1000, holdMs: 6000, rampPerSecond: 2000 },
           ];
       // Warm-up: JIT, the upstream keep-alive pool and LMDB see some traffic before anything is timed.
-      const warm = await openStreams(300, 1000, () => ({ port: server.port, path: '/api/chat/stream', body: { message: 'Warm up. [mock chunks=3 interval_ms=50 size=8]', model: MOCK_MODEL_ID }, dialect: 'colloquy' }));
+      const warm = await openStreams(300, 1000, () => ({
+        port: server.port,
+        path: '/api/chat/stream',
+        body: { message: 'Warm up. [mock chunks=3 interval_ms=50 size=8]', model: MOCK_MODEL_ID },
+        dialect: 'colloquy',
+      }));
       await Promise.all(warm.map((stream) => stream.finished));
       await sleep(500);
       const rows: Row[] = [];
@@ -133,18 +174,28 @@ export const streamsScenario: Scenario = {
       const notes: string[] = [];
       for (const step of steps) {
         const count = Math.min(step.target, ceiling);
-        if (count < step.target) notes.push(`${step.target} streams requested; the server's open-file limit (${fdLimit}) caps it at ${count} (two sockets per proxied stream)`);
+        if (count < step.target)
+          notes.push(
+            `${step.target} streams requested; the server's open-file limit (${fdLimit}) caps it at ${count} (two sockets per proxied stream)`,
+          );
         const { row, peakRss, idleRss } = await runStep(server.port, server.pid, mock.child.pid, step, count);
         rows.push(row);
         if (step.target === 10_000) {
           const projected = idleRss + ((peakRss - idleRss) / count) * 10_000;
-          const measured = count === 10_000 ? `${round(peakRss / MIB, 0)} MiB RSS` : `${round(peakRss / MIB, 0)} MiB at ${count} streams, ${round(projected / MIB, 0)} MiB projected for 10k`;
+          const measured =
+            count === 10_000
+              ? `${round(peakRss / MIB, 0)} MiB RSS`
+              : `${round(peakRss / MIB, 0)} MiB at ${count} streams, ${round(projected / MIB, 0)} MiB projected for 10k`;
           goals.push({ goal: '10k open streams ≤ 1 GiB RSS', measured, met: projected <= 1024 * MIB && (row.errors as number) === 0 });
         }
         await sleep(1000);
       }
-      notes.push('TTFD: request written → first `delta` event at the client (the mock sends its first token at once); "ramp" = the N streams themselves while being opened at 2000/s, "probe" = 40 short streams opened one at a time while all N are open');
-      notes.push('jitter: |gap between consecutive deltas − upstream pace|; server CPU % = CPU time of the server process over the hold window (100 = one core), load core CPU % = the same for this client plus the mock; RSS is VmRSS of the server, idle = before the step');
+      notes.push(
+        'TTFD: request written → first `delta` event at the client (the mock sends its first token at once); "ramp" = the N streams themselves while being opened at 2000/s, "probe" = 40 short streams opened one at a time while all N are open',
+      );
+      notes.push(
+        'jitter: |gap between consecutive deltas − upstream pace|; server CPU % = CPU time of the server process over the hold window (100 = one core), load core CPU % = the same for this client plus the mock; RSS is VmRSS of the server, idle = before the step',
+      );
       return { rows, goals, notes };
     } finally {
       await server.stop();

@@ -54,7 +54,11 @@ export class SseStream {
     const payload = Buffer.from(JSON.stringify(request.body));
     // Caller headers replace the defaults of the same name (a repeated Content-Type is a 400 on some servers).
     const headers = new Map<string, [string, string]>();
-    const defaults: Record<string, string> = { Host: `127.0.0.1:${request.port}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' };
+    const defaults: Record<string, string> = {
+      Host: `127.0.0.1:${request.port}`,
+      'Content-Type': 'application/json',
+      Accept: 'text/event-stream',
+    };
     for (const [name, value] of Object.entries({ ...defaults, ...request.headers })) headers.set(name.toLowerCase(), [name, value]);
     headers.set('content-length', ['Content-Length', String(payload.length)]);
     const headerLines = [`POST ${request.path} HTTP/1.1`, ...[...headers.values()].map(([name, value]) => `${name}: ${value}`), '', ''];
@@ -147,8 +151,7 @@ export class SseStream {
   private onBodyText(text: string): void {
     this.bodyBytes += text.length;
     this.text += text;
-    let boundary: number;
-    while ((boundary = this.text.indexOf('\n\n')) >= 0) {
+    for (let boundary = this.text.indexOf('\n\n'); boundary >= 0; boundary = this.text.indexOf('\n\n')) {
       const frame = this.text.slice(0, boundary);
       this.text = this.text.slice(boundary + 2);
       this.onFrame(frame);

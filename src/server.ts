@@ -99,7 +99,16 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
       // Probes (/health, /metrics) are polled all day: their lines would drown the real traffic.
       const level = PROBE_ROUTES.has(record.route) && record.status < 500 ? 'debug' : 'info';
       if (!logger.isLevelEnabled(level)) return;
-      logger[level]({ method: record.method, route: record.route, status: record.status, ms: Math.round(record.durationMs * 10) / 10, aborted: record.aborted || undefined }, 'request');
+      logger[level](
+        {
+          method: record.method,
+          route: record.route,
+          status: record.status,
+          ms: Math.round(record.durationMs * 10) / 10,
+          aborted: record.aborted || undefined,
+        },
+        'request',
+      );
     },
     onBackpressure: () => metrics.backpressureWaits.inc(),
     onInternalError: (error, route) => logger.error({ err: error, route }, 'unhandled error'),

@@ -63,7 +63,11 @@ export function issueDetails(issues: readonly Issue[], rootName = '(body)'): Err
 }
 
 /** Validates `value` against `schema`; throws `invalid_request` with one detail per failing field. */
-export function parseOrThrow<const S extends v.GenericSchema>(schema: S, value: unknown, message = 'The request is not valid.'): v.InferOutput<S> {
+export function parseOrThrow<const S extends v.GenericSchema>(
+  schema: S,
+  value: unknown,
+  message = 'The request is not valid.',
+): v.InferOutput<S> {
   const result = v.safeParse(schema, value, { abortEarly: false });
   if (result.success) return result.output;
   throw new ApiError('invalid_request', message, { details: issueDetails(result.issues) });

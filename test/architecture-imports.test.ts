@@ -98,7 +98,10 @@ describe('the import graph runs downwards only', () => {
 
   test('only src/http imports the uWS binding', () => {
     const offenders = sources.filter((file) => !inside(file, 'src/http') && file.imports.some((target) => target.includes('uws')));
-    assert.deepEqual(offenders.map((file) => file.path), []);
+    assert.deepEqual(
+      offenders.map((file) => file.path),
+      [],
+    );
   });
 
   test('the core and the shared vocabulary know nothing of HTTP', () => {
@@ -107,7 +110,10 @@ describe('the import graph runs downwards only', () => {
         (inside(file, 'src/core') || inside(file, 'src/domain')) &&
         file.imports.some((target) => target.startsWith('src/http/') || target.startsWith('src/routes/') || target.includes('uws')),
     );
-    assert.deepEqual(offenders.map((file) => file.path), []);
+    assert.deepEqual(
+      offenders.map((file) => file.path),
+      [],
+    );
   });
 
   test('only src/upstream makes HTTP calls to upstreams', () => {
@@ -125,7 +131,9 @@ describe('the import graph runs downwards only', () => {
 
   test('storage engines are opened only in src/store (the knowledge base index is the one room still to move)', () => {
     const stillToMove = new Set(['src/rag/index-store.ts', 'src/rag/bm25.ts', 'src/rag/retrieval-stats.ts']);
-    const offenders = sources.filter((file) => !inside(file, 'src/store') && file.imports.some((target) => target === 'lmdb' || target === 'redis'));
+    const offenders = sources.filter(
+      (file) => !inside(file, 'src/store') && file.imports.some((target) => target === 'lmdb' || target === 'redis'),
+    );
     assert.deepEqual(
       offenders.map((file) => file.path).filter((path) => !stillToMove.has(path)),
       [],

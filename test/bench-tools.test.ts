@@ -83,13 +83,17 @@ describe('mock upstream through the real openai provider', () => {
     await stream.finished;
     const closedAt = await closed;
     assert.ok(disconnectedAt > 0);
-    assert.ok(closedAt >= disconnectedAt && closedAt - disconnectedAt < 1000, `closed ${closedAt - disconnectedAt} ms after the disconnect`);
+    assert.ok(
+      closedAt >= disconnectedAt && closedAt - disconnectedAt < 1000,
+      `closed ${closedAt - disconnectedAt} ms after the disconnect`,
+    );
   });
 });
 
 describe('SSE client', () => {
   test('decodes chunked SSE delivered one byte at a time and reports an error event', async () => {
-    const body = 'event: start\ndata: {}\n\nevent: delta\ndata: {"text":"a"}\n\nevent: delta\ndata: {"text":"b"}\n\nevent: done\ndata: {}\n\n';
+    const body =
+      'event: start\ndata: {}\n\nevent: delta\ndata: {"text":"a"}\n\nevent: delta\ndata: {"text":"b"}\n\nevent: done\ndata: {}\n\n';
     const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
     const raw = createNetServer((socket) => {
       socket.once('data', async () => {

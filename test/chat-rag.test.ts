@@ -47,7 +47,11 @@ describe('chat with rag through the pipeline', () => {
   });
 
   test('a collection limits retrieval to it and the NDJSON stream shows the retrieval stage and sources', async () => {
-    const lines = (await (await server.post('/api/chat/progress', { message: 'When is the ficus watered?', rag: { top_k: 2, collection: 'internal' } })).text())
+    const lines = (
+      await (
+        await server.post('/api/chat/progress', { message: 'When is the ficus watered?', rag: { top_k: 2, collection: 'internal' } })
+      ).text()
+    )
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line));
@@ -60,7 +64,11 @@ describe('chat with rag through the pipeline', () => {
   });
 
   test('rag and web_search together number every source in one sequence, and SSE sends sources before the first delta', async () => {
-    const events = parseSse(await (await server.post('/api/chat/stream', { message: 'refund shipping costs', rag: true, web_search: true, deep_thinking: true })).text());
+    const events = parseSse(
+      await (
+        await server.post('/api/chat/stream', { message: 'refund shipping costs', rag: true, web_search: true, deep_thinking: true })
+      ).text(),
+    );
     const names = events.map((event) => event.event);
     assert.equal(names[1], 'sources');
     assert.ok(names.indexOf('thinking') > 1 && names.indexOf('delta') > names.indexOf('thinking'));
@@ -69,7 +77,10 @@ describe('chat with rag through the pipeline', () => {
     // Offline, the search step answers from the knowledge base too, so every source is a document.
     assert.ok(kinds.length >= 2);
     assert.ok(kinds.every((kind: string) => kind === 'document'));
-    assert.deepEqual(sources.map((source: any) => source.index), sources.map((_: any, at: number) => at + 1));
+    assert.deepEqual(
+      sources.map((source: any) => source.index),
+      sources.map((_: any, at: number) => at + 1),
+    );
   });
 
   test('retrieval time is measured', async () => {

@@ -27,12 +27,19 @@ async function json(response: Promise<Response>): Promise<any> {
 }
 
 function ndjson(text: string): any[] {
-  return text.trim().split('\n').map((line) => JSON.parse(line));
+  return text
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 describe('chat routes over the builtin model', () => {
   test('concatenated SSE deltas equal the JSON response for the same input', async () => {
-    for (const input of [{ message: 'What can you do?' }, { message: 'Tell me more', max_tokens: 7 }, { message: 'Think first', deep_thinking: true }]) {
+    for (const input of [
+      { message: 'What can you do?' },
+      { message: 'Tell me more', max_tokens: 7 },
+      { message: 'Think first', deep_thinking: true },
+    ]) {
       const body = await json(server.post('/api/chat/', input));
       const response = await server.post('/api/chat/stream', input);
       assert.equal(response.status, 200);
@@ -45,7 +52,10 @@ describe('chat routes over the builtin model', () => {
       assert.equal(deltas.map((event) => event.data.text).join(''), body.response);
       assert.equal(events.at(-1)!.data.finish_reason, body.finish_reason);
       assert.deepEqual(events.at(-1)!.data.usage, body.usage);
-      const thinking = events.filter((event) => event.event === 'thinking').map((event) => event.data.text).join('');
+      const thinking = events
+        .filter((event) => event.event === 'thinking')
+        .map((event) => event.data.text)
+        .join('');
       assert.equal(thinking || undefined, body.thinking);
     }
   });
@@ -77,11 +87,21 @@ describe('chat routes over the builtin model', () => {
     const stream = await server.post('/api/chat/stream', { message: 'two', session_id: 'start-fields' });
     assert.equal(stream.headers.get('ratelimit-remaining'), String(firstBody.remaining - 1));
     const start = parseSse(await stream.text())[0]!;
-    assert.deepEqual(start.data, { model: 'builtin-extractive', session_id: 'start-fields', plan: 'free', remaining: firstBody.remaining - 1, reset: firstBody.reset });
+    assert.deepEqual(start.data, {
+      model: 'builtin-extractive',
+      session_id: 'start-fields',
+      plan: 'free',
+      remaining: firstBody.remaining - 1,
+      reset: firstBody.reset,
+    });
   });
 
   test('the NDJSON progress stream walks its stages and its last line is the full result', async () => {
-    const response = await server.post('/api/chat/progress', { message: 'progress please', session_id: 'ndjson-1', history: [{ role: 'user', content: 'earlier' }] });
+    const response = await server.post('/api/chat/progress', {
+      message: 'progress please',
+      session_id: 'ndjson-1',
+      history: [{ role: 'user', content: 'earlier' }],
+    });
     assert.match(response.headers.get('content-type') ?? '', /^application\/x-ndjson/);
     const lines = ndjson(await response.text());
     const stages = lines.filter((line) => line.type === 'progress').map((line) => line.stage);
@@ -105,7 +125,12 @@ describe('chat routes over the builtin model', () => {
     const session = await json(server.fetch('/api/chat/session/kept'));
     assert.deepEqual(
       session.messages.map((message: any) => [message.role, message.incomplete ?? false]),
-      [['user', false], ['assistant', false], ['user', false], ['assistant', false]],
+      [
+        ['user', false],
+        ['assistant', false],
+        ['user', false],
+        ['assistant', false],
+      ],
     );
     assert.equal(session.messages[0].content, 'first question');
     assert.equal(session.messages[2].content, 'second question');
@@ -136,8 +161,21 @@ describe('chat routes over the builtin model', () => {
     const body = (await response.json()) as any;
     assert.equal(body.error.code, 'invalid_request');
     const paths = body.error.details.map((detail: any) => detail.path).sort();
-    assert.deepEqual(paths, ['history.0.role', 'language', 'max_tokens', 'message', 'rag.top_k', 'session_id', 'surprise', 'temperature', 'web_search.max_results']);
-    assert.deepEqual(body.error.details.find((detail: any) => detail.path === 'surprise'), { path: 'surprise', message: 'is not a known field' });
+    assert.deepEqual(paths, [
+      'history.0.role',
+      'language',
+      'max_tokens',
+      'message',
+      'rag.top_k',
+      'session_id',
+      'surprise',
+      'temperature',
+      'web_search.max_results',
+    ]);
+    assert.deepEqual(
+      body.error.details.find((detail: any) => detail.path === 'surprise'),
+      { path: 'surprise', message: 'is not a known field' },
+    );
     const afterwards = await json(server.post('/api/chat/', { message: 'count' }));
     assert.equal(afterwards.remaining, before.remaining - 1);
   });
@@ -177,7 +215,10 @@ describe('chat routes over the builtin model', () => {
     assert.equal(body.default_model, 'builtin-extractive');
     assert.deepEqual(
       body.models.map((model: any) => [model.id, model.provider, model.default]),
-      [['builtin-extractive', 'builtin', true], ['remote', 'openai', false]],
+      [
+        ['builtin-extractive', 'builtin', true],
+        ['remote', 'openai', false],
+      ],
     );
   });
 

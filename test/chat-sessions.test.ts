@@ -79,7 +79,7 @@ describe('sessions and partial replies', () => {
   test('a client that leaves mid-reply leaves the partial answer stored, marked incomplete', async () => {
     scenarios['leave'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(FRAMES.slice(0, 3).join('\n\n') + '\n\n');
+      response.write(`${FRAMES.slice(0, 3).join('\n\n')}\n\n`);
       await hold(response, 3000);
       if (!response.destroyed) response.end();
     };
@@ -109,7 +109,7 @@ describe('sessions and partial replies', () => {
     const wrote = new Promise<void>((resolve) => (written = resolve));
     scenarios['json-leave'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(FRAMES.slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${FRAMES.slice(0, 2).join('\n\n')}\n\n`);
       written();
       await hold(response, 3000);
       if (!response.destroyed) response.end();
@@ -134,16 +134,19 @@ describe('sessions and partial replies', () => {
       stored = await session('json-left');
       if (!stored.messages) await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    assert.deepEqual(stored.messages.map((message: any) => [message.role, message.content, message.incomplete ?? false]), [
-      ['user', 'json-leave', false],
-      ['assistant', 'Bonjour', true],
-    ]);
+    assert.deepEqual(
+      stored.messages.map((message: any) => [message.role, message.content, message.incomplete ?? false]),
+      [
+        ['user', 'json-leave', false],
+        ['assistant', 'Bonjour', true],
+      ],
+    );
   });
 
   test('an upstream failure after some output stores the partial answer marked incomplete and keeps the quota', async () => {
     scenarios['break'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(FRAMES.slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${FRAMES.slice(0, 2).join('\n\n')}\n\n`);
       await new Promise((resolve) => setTimeout(resolve, 20));
       response.socket?.resetAndDestroy();
     };
@@ -163,7 +166,10 @@ describe('sessions and partial replies', () => {
     };
     const before = await json(server.post('/api/chat/', { message: 'count' }));
     const events = parseSse(await (await server.post('/api/chat/stream', { message: 'refuse', session_id: 'refused' })).text());
-    assert.deepEqual(events.map((event) => event.event), ['start', 'error']);
+    assert.deepEqual(
+      events.map((event) => event.event),
+      ['start', 'error'],
+    );
     assert.equal(events[0]!.data.remaining, before.remaining - 1);
     assert.deepEqual(events[1]!.data.error, { code: 'upstream_error', message: 'The openai upstream failed (HTTP 503).' });
     assert.equal((await server.fetch('/api/chat/session/refused')).status, 404);

@@ -16,7 +16,9 @@ before(async () => {
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(query.includes('zebra') ? EMPTY : RESULTS);
   });
-  server = await bootServer({ config: { search: { provider: 'searxng', base_url: search.url }, plans: { free: { quota: 100, window_seconds: 86_400 } } } });
+  server = await bootServer({
+    config: { search: { provider: 'searxng', base_url: search.url }, plans: { free: { quota: 100, window_seconds: 86_400 } } },
+  });
 });
 
 after(async () => {
@@ -26,16 +28,26 @@ after(async () => {
 
 describe('chat with web_search through the pipeline', () => {
   test('the SSE sources event comes before the first delta and the answer cites the numbered sources', async () => {
-    const events = parseSse(await (await server.post('/api/chat/stream', { message: 'How many write transactions can LMDB run?', web_search: { max_results: 3 } })).text());
+    const events = parseSse(
+      await (
+        await server.post('/api/chat/stream', { message: 'How many write transactions can LMDB run?', web_search: { max_results: 3 } })
+      ).text(),
+    );
     const names = events.map((event) => event.event);
     assert.equal(names[0], 'start');
     assert.equal(names[1], 'sources');
     assert.ok(names.indexOf('delta') > names.indexOf('sources'));
     const sources = events[1]!.data.sources;
     assert.ok(sources.length >= 1 && sources.length <= 3);
-    assert.deepEqual(sources.map((source: any) => source.index), sources.map((_: any, at: number) => at + 1));
+    assert.deepEqual(
+      sources.map((source: any) => source.index),
+      sources.map((_: any, at: number) => at + 1),
+    );
     for (const source of sources) assert.equal(source.kind, 'web');
-    const answer = events.filter((event) => event.event === 'delta').map((event) => event.data.text).join('');
+    const answer = events
+      .filter((event) => event.event === 'delta')
+      .map((event) => event.data.text)
+      .join('');
     assert.match(answer, /^According to the sources: /);
     const cited = [...answer.matchAll(/\[(\d+)\]/g)].map((match) => Number(match[1]));
     assert.ok(cited.length > 0);

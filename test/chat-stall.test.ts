@@ -52,7 +52,9 @@ describe('a chat stream whose reader stalls', () => {
     socket.on('error', () => {});
     const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now())));
     const body = JSON.stringify({ message: 'flood me', model: 'flood' });
-    socket.write(`POST /api/chat/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.write(
+      `POST /api/chat/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
     await new Promise<void>((resolve) => socket.once('data', () => resolve()));
     socket.pause();
     const stalledAt = performance.now();

@@ -17,9 +17,14 @@ interface Run {
 
 function cli(dataDir: string, ...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir } }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir } },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -59,7 +64,13 @@ describe('CLI: users, keys and quota on the data directory', () => {
     assert.equal((JSON.parse(changed.stdout) as { plan: string }).plan, 'pro');
     assert.equal((await cli(dir, 'users', 'set-plan', 'nobody', 'pro')).code, 1);
     const listed = JSON.parse((await cli(dir, 'users', 'list', '--json')).stdout) as { users: Array<{ user_id: string; plan: string }> };
-    assert.deepEqual(listed.users.map((item) => [item.user_id, item.plan]), [['alice', 'pro'], ['bob', 'pro']]);
+    assert.deepEqual(
+      listed.users.map((item) => [item.user_id, item.plan]),
+      [
+        ['alice', 'pro'],
+        ['bob', 'pro'],
+      ],
+    );
     const text = (await cli(dir, 'users', 'list')).stdout;
     assert.match(text, /^USER_ID\s+PLAN\s+CREATED\nalice\s+pro\s+\d{4}-/);
   });
@@ -76,7 +87,9 @@ describe('CLI: users, keys and quota on the data directory', () => {
     assert.equal(whoami.status, 200);
     assert.deepEqual(((await whoami.json()) as { user_id: string; plan: string }).plan, 'pro');
 
-    const listed = JSON.parse((await cli(dir, 'keys', 'list', 'alice', '--json')).stdout) as { keys: Array<{ key_id: string; name: string; revoked: boolean }> };
+    const listed = JSON.parse((await cli(dir, 'keys', 'list', 'alice', '--json')).stdout) as {
+      keys: Array<{ key_id: string; name: string; revoked: boolean }>;
+    };
     assert.equal(listed.keys.length, 1);
     assert.equal(listed.keys[0]!.name, 'laptop');
     assert.ok(!JSON.stringify(listed).includes(key.slice(20)), 'the listing has no secret');

@@ -50,13 +50,19 @@ describe('configuration', () => {
 
   it('registers upstreams from OPENAI_*, ANTHROPIC_API_KEY and OLLAMA_HOST without a file', () => {
     const config = loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', ANTHROPIC_API_KEY: 'a', OLLAMA_HOST: '127.0.0.1:11434' });
-    assert.deepEqual(config.models.map((model) => model.provider), ['builtin', 'openai', 'anthropic', 'ollama']);
+    assert.deepEqual(
+      config.models.map((model) => model.provider),
+      ['builtin', 'openai', 'anthropic', 'ollama'],
+    );
     assert.equal(config.models[3]?.baseUrl, 'http://127.0.0.1:11434');
   });
 
   it('stops with a message naming the bad key', () => {
     const path = configFile({ plans: { free: { quota: -1, window_seconds: 60 } } });
-    assert.throws(() => loadConfig({ COLLOQUY_CONFIG: path }), (error: Error) => error instanceof ConfigError && /plans\.free\.quota/.test(error.message));
+    assert.throws(
+      () => loadConfig({ COLLOQUY_CONFIG: path }),
+      (error: Error) => error instanceof ConfigError && /plans\.free\.quota/.test(error.message),
+    );
   });
 
   it('refuses unknown keys, naming them', () => {

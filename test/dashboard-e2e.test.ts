@@ -155,7 +155,7 @@ describe('the dashboard in a browser', () => {
 
   it('refuses a wrong key and the admin token offered as a key with a message, keeping nothing', async () => {
     const page = await openPage();
-    await page.getByLabel('Key or token').fill('ck_0000000000000000_' + 'x'.repeat(43));
+    await page.getByLabel('Key or token').fill(`ck_0000000000000000_${'x'.repeat(43)}`);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').filter({ hasText: 'not valid or has been revoked' }).waitFor();
     await page.getByLabel('Key or token').fill(ADMIN_TOKEN);
@@ -263,7 +263,10 @@ describe('the dashboard in a browser', () => {
     // The server agrees: the stored session holds the question and this very reply.
     const stored = await server.fetch(`/api/chat/session/${SESSION_ID}`, { headers: asUser(firstKey) });
     const session = (await stored.json()) as { messages: Array<{ role: string; content: string }> };
-    assert.deepEqual(session.messages.map((message) => message.role), ['user', 'assistant']);
+    assert.deepEqual(
+      session.messages.map((message) => message.role),
+      ['user', 'assistant'],
+    );
     assert.equal(session.messages[1]!.content, reply);
     await shot(userPage, '07-user-playground-reply');
   });
@@ -284,7 +287,9 @@ describe('the dashboard in a browser', () => {
     assert.equal(await userPage.getByLabel('Session id').isDisabled(), true);
     await userPage.getByLabel('Message', { exact: true }).fill('Tell me everything.');
     await userPage.getByRole('button', { name: 'Send' }).click();
-    await userPage.waitForFunction(() => Boolean((globalThis as unknown as InPage).document.getElementById('playground-output')?.textContent));
+    await userPage.waitForFunction(() =>
+      Boolean((globalThis as unknown as InPage).document.getElementById('playground-output')?.textContent),
+    );
     await userPage.getByRole('button', { name: 'Stop' }).click();
     await userPage.locator('#playground-meta', { hasText: 'Stopped.' }).waitFor();
     assert.equal(await userPage.getByRole('button', { name: 'Send' }).isEnabled(), true);

@@ -15,7 +15,14 @@ interface ParsedPage {
 
 /** Walks the page with a real HTML parser and records what the CSP and accessibility rules care about. */
 function parsePage(html: string): ParsedPage {
-  const page: ParsedPage = { scripts: [], stylesheets: [], inlineStyles: 0, eventHandlerAttributes: [], styleAttributes: 0, unlabelled: [] };
+  const page: ParsedPage = {
+    scripts: [],
+    stylesheets: [],
+    inlineStyles: 0,
+    eventHandlerAttributes: [],
+    styleAttributes: 0,
+    unlabelled: [],
+  };
   const labelFor = new Set<string>();
   const controls: Array<{ id: string | undefined; wrapped: boolean; ariaLabel: boolean }> = [];
   let labelDepth = 0;
@@ -23,7 +30,8 @@ function parsePage(html: string): ParsedPage {
   let inStyle = false;
   const parser = new Parser({
     onopentag(name, attributes) {
-      for (const attribute of Object.keys(attributes)) if (attribute.startsWith('on')) page.eventHandlerAttributes.push(`${name}[${attribute}]`);
+      for (const attribute of Object.keys(attributes))
+        if (attribute.startsWith('on')) page.eventHandlerAttributes.push(`${name}[${attribute}]`);
       if ('style' in attributes) page.styleAttributes += 1;
       if (name === 'script') currentScript = { src: attributes.src, type: attributes.type, body: '' };
       if (name === 'style') inStyle = true;
@@ -73,10 +81,12 @@ describe('the dashboard static files', () => {
     assert.equal(pageResponse.status, 200);
     assert.equal(pageResponse.headers.get('content-type'), 'text/html; charset=utf-8');
     const csp = pageResponse.headers.get('content-security-policy') ?? '';
-    const directives = new Map(csp.split(';').map((part) => {
-      const [name, ...values] = part.trim().split(/\s+/);
-      return [name!, values.join(' ')] as const;
-    }));
+    const directives = new Map(
+      csp.split(';').map((part) => {
+        const [name, ...values] = part.trim().split(/\s+/);
+        return [name!, values.join(' ')] as const;
+      }),
+    );
     assert.equal(directives.get('default-src'), "'none'");
     assert.equal(directives.get('script-src'), "'self'");
     assert.equal(directives.get('style-src'), "'self'");
@@ -160,7 +170,9 @@ describe('the dashboard SSE parser', () => {
 
   before(async () => {
     // Plain browser JS, loaded as the ES module the page loads.
-    const module = (await import(new URL('../../web/dashboard/sse.js', import.meta.url).href)) as { createSseParser: typeof createSseParser };
+    const module = (await import(new URL('../../web/dashboard/sse.js', import.meta.url).href)) as {
+      createSseParser: typeof createSseParser;
+    };
     createSseParser = module.createSseParser;
   });
 

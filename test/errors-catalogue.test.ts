@@ -20,9 +20,19 @@ describe('the error catalogue', () => {
 
   it('holds every code the contract names, with the contract status', () => {
     const contract: Record<string, number> = {
-      invalid_json: 400, invalid_request: 400, unauthorized: 401, forbidden: 403, not_found: 404,
-      method_not_allowed: 405, payload_too_large: 413, unsupported_media_type: 415, quota_exceeded: 429,
-      internal: 500, upstream_error: 502, unavailable: 503, upstream_timeout: 504,
+      invalid_json: 400,
+      invalid_request: 400,
+      unauthorized: 401,
+      forbidden: 403,
+      not_found: 404,
+      method_not_allowed: 405,
+      payload_too_large: 413,
+      unsupported_media_type: 415,
+      quota_exceeded: 429,
+      internal: 500,
+      upstream_error: 502,
+      unavailable: 503,
+      upstream_timeout: 504,
     };
     for (const [code, status] of Object.entries(contract)) {
       assert.equal(ERROR_CATALOGUE[code as keyof typeof ERROR_CATALOGUE]?.status, status, code);

@@ -6,7 +6,7 @@ import type { Route } from '../src/http/types.js';
 import { startHttpServer } from './helpers/http-server.js';
 import { openSocket, readUntil } from './helpers/raw-http.js';
 
-const FRAME = 'x'.repeat(64 * 1024 - 1) + '\n';
+const FRAME = `${'x'.repeat(64 * 1024 - 1)}\n`;
 const FRAMES = 1024; // 64 MiB in all: far more than the kernel socket buffers can hide
 
 /** GET /firehose: writes FRAMES frames as fast as backpressure allows; reports each frame and why it stopped. */

@@ -52,7 +52,7 @@ describe('identity: callers, keys and the admin API', () => {
     assert.equal((await createUser(server, 'mallory')).status, 201);
     const real = await createKey(server, 'mallory');
     const forged = `ck_${real.key_id}_${'A'.repeat(43)}`;
-    for (const key of ['ck_0123456789abcdef_' + 'B'.repeat(43), forged, 'not-a-key-at-all']) {
+    for (const key of [`ck_0123456789abcdef_${'B'.repeat(43)}`, forged, 'not-a-key-at-all']) {
       const response = await server.fetch('/api/chat/quota/me', { headers: bearer(key) });
       assert.equal(response.status, 401, key);
       assert.equal(response.headers.get('www-authenticate'), 'Bearer realm="colloquy", error="invalid_token"');
@@ -139,7 +139,7 @@ describe('identity: callers, keys and the admin API', () => {
     assert.equal(server.services.users.get('erin')?.plan, 'free');
   });
 
-  test('admin validation errors name the field and what it accepts, never the validation library\'s wording', async () => {
+  test("admin validation errors name the field and what it accepts, never the validation library's wording", async () => {
     const response = await server.post('/api/admin/users', {}, admin);
     assert.equal(response.status, 400);
     const text = await response.text();
@@ -159,7 +159,10 @@ describe('identity: callers, keys and the admin API', () => {
     assert.equal(badPlan.status, 400);
     const badBody = (await badPlan.json()) as { error: { code: string; details: Array<{ path: string }> } };
     assert.equal(badBody.error.code, 'invalid_request');
-    assert.deepEqual(badBody.error.details.map((detail) => detail.path), ['plan']);
+    assert.deepEqual(
+      badBody.error.details.map((detail) => detail.path),
+      ['plan'],
+    );
     for (const userId of ['me', 'admin', 'has space', 'anon:1.2.3.4', '']) {
       const response = await createUser(server, userId);
       assert.equal(response.status, 400, userId);
@@ -179,11 +182,18 @@ describe('identity: callers, keys and the admin API', () => {
     });
     assert.equal(missing.status, 404);
 
-    const list = (await (await server.fetch('/api/admin/users?limit=1000', { headers: admin })).json()) as { users: Array<{ user_id: string; plan: string }> };
+    const list = (await (await server.fetch('/api/admin/users?limit=1000', { headers: admin })).json()) as {
+      users: Array<{ user_id: string; plan: string }>;
+    };
     assert.ok(list.users.some((user) => user.user_id === 'frank' && user.plan === 'pro'));
-    const page = (await (await server.fetch('/api/admin/users?limit=2', { headers: admin })).json()) as { users: unknown[]; next_after: string };
+    const page = (await (await server.fetch('/api/admin/users?limit=2', { headers: admin })).json()) as {
+      users: unknown[];
+      next_after: string;
+    };
     assert.equal(page.users.length, 2);
-    const next = (await (await server.fetch(`/api/admin/users?limit=2&after=${page.next_after}`, { headers: admin })).json()) as { users: Array<{ user_id: string }> };
+    const next = (await (await server.fetch(`/api/admin/users?limit=2&after=${page.next_after}`, { headers: admin })).json()) as {
+      users: Array<{ user_id: string }>;
+    };
     assert.ok(next.users.every((user) => user.user_id > page.next_after));
   });
 
@@ -208,8 +218,17 @@ describe('identity: deployments without an admin token, and with keys required',
   test('without COLLOQUY_ADMIN_TOKEN every admin route is 404', async () => {
     const server = await bootServer();
     try {
-      for (const [method, path] of [['POST', '/api/admin/users'], ['GET', '/api/admin/users'], ['PATCH', '/api/admin/users/x'], ['POST', '/api/admin/users/x/keys']]) {
-        const response = await server.fetch(path!, { method, headers: { authorization: 'Bearer anything', 'content-type': 'application/json' }, body: method === 'GET' ? undefined : '{}' });
+      for (const [method, path] of [
+        ['POST', '/api/admin/users'],
+        ['GET', '/api/admin/users'],
+        ['PATCH', '/api/admin/users/x'],
+        ['POST', '/api/admin/users/x/keys'],
+      ]) {
+        const response = await server.fetch(path!, {
+          method,
+          headers: { authorization: 'Bearer anything', 'content-type': 'application/json' },
+          body: method === 'GET' ? undefined : '{}',
+        });
         assert.equal(response.status, 404, `${method} ${path}`);
       }
     } finally {

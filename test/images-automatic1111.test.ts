@@ -9,14 +9,20 @@ const PROGRESS = 'GET /sdapi/v1/progress';
 
 describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
   const rig = useImageProvider({
-    images: (url) => ({ provider: 'automatic1111', base_url: url, api_key_env: 'WEBUI_AUTH', model: 'v1-5-pruned-emaonly', timeout_ms: 1000 }),
+    images: (url) => ({
+      provider: 'automatic1111',
+      base_url: url,
+      api_key_env: 'WEBUI_AUTH',
+      model: 'v1-5-pruned-emaonly',
+      timeout_ms: 1000,
+    }),
     env: { WEBUI_AUTH: 'painter:hunter22' },
   });
 
   /** Progress replies in the order the web UI would give them while one job runs. */
   function progressSequence(): void {
     let call = 0;
-    rig.upstream.handlers.set(PROGRESS, () => ({ status: 200, fixture: `a1111-progress-${Math.min(3, (call += 1))}.json` }));
+    rig.upstream.handlers.set(PROGRESS, () => ({ status: 200, fixture: `a1111-progress-${Math.min(3, ++call)}.json` }));
   }
 
   it('sends txt2img with size, batch, steps, the checkpoint and Basic auth, and keeps the batch it asked for', async () => {
@@ -41,11 +47,20 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     });
     // The fixture carries four images (a batch plus extension output); only the asked two come back.
     assert.equal(body.images.length, 2);
-    assert.deepEqual(body.images.map((image) => decodePng(image.b64_json)), [
-      { width: 64, height: 48 },
-      { width: 40, height: 40 },
-    ]);
-    assert.deepEqual(body.images.map((image) => [image.width, image.height]), [[64, 48], [40, 40]]);
+    assert.deepEqual(
+      body.images.map((image) => decodePng(image.b64_json)),
+      [
+        { width: 64, height: 48 },
+        { width: 40, height: 40 },
+      ],
+    );
+    assert.deepEqual(
+      body.images.map((image) => [image.width, image.height]),
+      [
+        [64, 48],
+        [40, 40],
+      ],
+    );
     assert.equal(body.model, 'v1-5-pruned-emaonly');
     assert.equal(rig.upstream.count(PROGRESS), 0, 'a plain JSON request does not poll progress');
   });
@@ -94,7 +109,11 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
   it('streams the web UI progress as NDJSON lines, then the result', async () => {
     progressSequence();
     rig.upstream.handlers.set(TXT2IMG, () => ({ status: 200, fixture: 'a1111-txt2img-200.json', delayMs: 700 }));
-    const response = await rig.server.post('/api/chat/image', { prompt: 'progress please', size: '256x256', n: 1 }, { accept: 'application/x-ndjson' });
+    const response = await rig.server.post(
+      '/api/chat/image',
+      { prompt: 'progress please', size: '256x256', n: 1 },
+      { accept: 'application/x-ndjson' },
+    );
     assert.equal(response.status, 200);
     assert.match(response.headers.get('content-type') ?? '', /application\/x-ndjson/);
     const lines = ndjsonLines(await response.text());
@@ -110,8 +129,14 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
       assert.equal(typeof line.eta_s, 'number');
     }
     const fractions = reported.map((line) => line.progress as number);
-    assert.deepEqual([...fractions].sort((a, b) => a - b), fractions);
-    assert.ok(fractions.every((value) => [0.25, 0.6, 0.95].includes(value)), `fractions come from the web UI: ${fractions}`);
+    assert.deepEqual(
+      [...fractions].sort((a, b) => a - b),
+      fractions,
+    );
+    assert.ok(
+      fractions.every((value) => [0.25, 0.6, 0.95].includes(value)),
+      `fractions come from the web UI: ${fractions}`,
+    );
     const result = lines.at(-1)!;
     assert.equal(result.type, 'result');
     const images = result.images as ImageReply['images'];
@@ -129,7 +154,10 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     const response = await rig.server.post('/api/chat/image', { prompt: 'x', size: '256x256' }, { accept: 'application/x-ndjson' });
     const lines = ndjsonLines(await response.text());
     assert.ok(lines.some((line) => typeof line.progress === 'number' && (line.progress as number) > 0));
-    assert.deepEqual(lines.at(-1), { type: 'error', error: { code: 'upstream_error', message: 'The image provider (automatic1111) failed (HTTP 500).' } });
+    assert.deepEqual(lines.at(-1), {
+      type: 'error',
+      error: { code: 'upstream_error', message: 'The image provider (automatic1111) failed (HTTP 500).' },
+    });
     assert.equal(await rig.remaining(), before);
   });
 

@@ -90,19 +90,24 @@ describe('POST /api/chat/image with the built-in renderer', () => {
       [{ prompt: 'ok', style: 'vivid' }, 'style'],
       [[1, 2], '(body)'],
     ];
-    const before = await (await server.fetch('/api/chat/quota/me')).json() as { remaining: number };
+    const before = (await (await server.fetch('/api/chat/quota/me')).json()) as { remaining: number };
     for (const [body, path] of cases) {
       const response = await server.post('/api/chat/image', body);
       assert.equal(response.status, 400, JSON.stringify(body).slice(0, 60));
       const error = (await response.json()) as { error: { code: string; details: Array<{ path: string; message: string }> } };
       assert.equal(error.error.code, 'invalid_request');
-      assert.ok(error.error.details.some((detail) => detail.path === path), `${JSON.stringify(error.error.details)} names ${path}`);
+      assert.ok(
+        error.error.details.some((detail) => detail.path === path),
+        `${JSON.stringify(error.error.details)} names ${path}`,
+      );
     }
     const missing = (await (await server.post('/api/chat/image', {})).json()) as { error: { details: unknown } };
     assert.deepEqual(missing.error.details, [{ path: 'prompt', message: 'is required' }]);
-    const unknown = (await (await server.post('/api/chat/image', { prompt: 'ok', style: 'vivid' })).json()) as { error: { details: unknown } };
+    const unknown = (await (await server.post('/api/chat/image', { prompt: 'ok', style: 'vivid' })).json()) as {
+      error: { details: unknown };
+    };
     assert.deepEqual(unknown.error.details, [{ path: 'style', message: 'is not a known field' }]);
-    const afterwards = await (await server.fetch('/api/chat/quota/me')).json() as { remaining: number };
+    const afterwards = (await (await server.fetch('/api/chat/quota/me')).json()) as { remaining: number };
     assert.equal(afterwards.remaining, before.remaining);
   });
 
@@ -112,7 +117,11 @@ describe('POST /api/chat/image with the built-in renderer', () => {
   });
 
   it('streams NDJSON progress lines and then the result when asked for application/x-ndjson', async () => {
-    const response = await server.post('/api/chat/image', { prompt: 'streamed', size: '256x256', n: 2 }, { accept: 'application/x-ndjson' });
+    const response = await server.post(
+      '/api/chat/image',
+      { prompt: 'streamed', size: '256x256', n: 2 },
+      { accept: 'application/x-ndjson' },
+    );
     assert.equal(response.status, 200);
     assert.match(response.headers.get('content-type') ?? '', /application\/x-ndjson/);
     assert.ok(response.headers.get('ratelimit-remaining'));
@@ -121,7 +130,11 @@ describe('POST /api/chat/image with the built-in renderer', () => {
     assert.equal(lines[0]?.stage, 'accepted');
     const progress = lines.filter((line) => line.stage === 'generating').map((line) => line.progress as number);
     assert.ok(progress.length >= 2, JSON.stringify(lines.slice(0, -1)));
-    assert.deepEqual([...progress].sort((a, b) => a - b), progress, 'progress never goes back');
+    assert.deepEqual(
+      [...progress].sort((a, b) => a - b),
+      progress,
+      'progress never goes back',
+    );
     assert.equal(progress.at(-1), 1);
     for (const line of lines.slice(0, -1)) assert.equal(typeof line.elapsed_ms, 'number');
     const result = lines.at(-1)!;

@@ -28,14 +28,20 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
     assert.equal(body.note, undefined);
     assert.equal(body.images.length, 2);
     // The fixture holds a 64x48 and a 40x40 PNG: the reply reports what the upstream really sent.
-    assert.deepEqual(body.images.map((image) => decodePng(image.b64_json)), [
-      { width: 64, height: 48 },
-      { width: 40, height: 40 },
-    ]);
-    assert.deepEqual(body.images.map((image) => [image.mime_type, image.width, image.height]), [
-      ['image/png', 64, 48],
-      ['image/png', 40, 40],
-    ]);
+    assert.deepEqual(
+      body.images.map((image) => decodePng(image.b64_json)),
+      [
+        { width: 64, height: 48 },
+        { width: 40, height: 40 },
+      ],
+    );
+    assert.deepEqual(
+      body.images.map((image) => [image.mime_type, image.width, image.height]),
+      [
+        ['image/png', 64, 48],
+        ['image/png', 40, 40],
+      ],
+    );
     assert.equal(body.remaining, 95);
   });
 
@@ -53,7 +59,10 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
 
   it('removes anything that looks like a credential from a passed-on 400 reason', async () => {
     const message = `Invalid 'user': Bearer ${SECRET} is not allowed; key sk-live-0123456789abcdef was revoked`;
-    rig.upstream.handlers.set(GENERATIONS, () => ({ status: 400, body: JSON.stringify({ error: { message, type: 'invalid_request_error' } }) }));
+    rig.upstream.handlers.set(GENERATIONS, () => ({
+      status: 400,
+      body: JSON.stringify({ error: { message, type: 'invalid_request_error' } }),
+    }));
     const response = await rig.server.post('/api/chat/image', { prompt: 'x', size: '256x256' });
     const text = await response.text();
     assert.equal(response.status, 502);
@@ -115,8 +124,14 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
   it('streams accepted and generating lines then the result over NDJSON, or an error line on failure', async () => {
     rig.upstream.handlers.set(GENERATIONS, () => ({ status: 200, fixture: 'openai-generations-200.json', delayMs: 50 }));
     const ok = await rig.server.post('/api/chat/image', { prompt: 'x', size: '256x256' }, { accept: 'application/x-ndjson' });
-    const okLines = (await ok.text()).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-    assert.deepEqual(okLines.map((line) => line.stage ?? line.type), ['accepted', 'generating', 'result']);
+    const okLines = (await ok.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.deepEqual(
+      okLines.map((line) => line.stage ?? line.type),
+      ['accepted', 'generating', 'result'],
+    );
     // This upstream reports no progress, so the generating line carries no fraction.
     assert.equal(okLines[1]!.progress, undefined);
     const images = okLines[2]!.images as ImageReply['images'];
@@ -126,8 +141,14 @@ describe('POST /api/chat/image against an OpenAI-compatible upstream', () => {
     const before = await rig.remaining();
     const failed = await rig.server.post('/api/chat/image', { prompt: 'x', size: '256x256' }, { accept: 'application/x-ndjson' });
     assert.equal(failed.status, 200);
-    const failedLines = (await failed.text()).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-    assert.deepEqual(failedLines.at(-1), { type: 'error', error: { code: 'upstream_error', message: 'The image provider (openai) failed (HTTP 500).' } });
+    const failedLines = (await failed.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.deepEqual(failedLines.at(-1), {
+      type: 'error',
+      error: { code: 'upstream_error', message: 'The image provider (openai) failed (HTTP 500).' },
+    });
     assert.equal(await rig.remaining(), before);
   });
 

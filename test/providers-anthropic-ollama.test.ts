@@ -30,7 +30,14 @@ before(async () => {
     env: { TEST_ANTHROPIC_KEY: ANTHROPIC_KEY },
     config: {
       models: [
-        { id: 'claude-test', provider: 'anthropic', base_url: upstream.url, api_key_env: 'TEST_ANTHROPIC_KEY', upstream_model: 'claude-sonnet-4-5', thinking_budget: 1024 },
+        {
+          id: 'claude-test',
+          provider: 'anthropic',
+          base_url: upstream.url,
+          api_key_env: 'TEST_ANTHROPIC_KEY',
+          upstream_model: 'claude-sonnet-4-5',
+          thinking_budget: 1024,
+        },
         { id: 'qwen-test', provider: 'ollama', base_url: upstream.url, upstream_model: 'qwen3:8b' },
       ],
       upstream: { connect_timeout_ms: 1000, first_byte_timeout_ms: 1000, idle_timeout_ms: 300, retries: 0 },
@@ -54,9 +61,25 @@ describe('anthropic upstream', () => {
       await writeSplit(response, fixture('anthropic-thinking.sse'), 11, 37);
       response.end();
     };
-    const events = parseSse(await (await server.post('/api/chat/stream', { model: 'claude-test', message: 'multiply', deep_thinking: true, max_tokens: 500, language: 'de' })).text());
-    const thinking = events.filter((event) => event.event === 'thinking').map((event) => event.data.text).join('');
-    const answer = events.filter((event) => event.event === 'delta').map((event) => event.data.text).join('');
+    const events = parseSse(
+      await (
+        await server.post('/api/chat/stream', {
+          model: 'claude-test',
+          message: 'multiply',
+          deep_thinking: true,
+          max_tokens: 500,
+          language: 'de',
+        })
+      ).text(),
+    );
+    const thinking = events
+      .filter((event) => event.event === 'thinking')
+      .map((event) => event.data.text)
+      .join('');
+    const answer = events
+      .filter((event) => event.event === 'delta')
+      .map((event) => event.data.text)
+      .join('');
     assert.equal(thinking, 'Let me work through this. 27 × 453 = 12231.');
     assert.equal(answer, '27 × 453 = **12 231** — voilà ✓');
     assert.deepEqual(events.at(-1)!.data.usage, { input_tokens: 472, output_tokens: 89 });
@@ -89,13 +112,21 @@ describe('anthropic upstream', () => {
       response.end(fixture('anthropic-overloaded.sse'));
     };
     const events = parseSse(await (await server.post('/api/chat/stream', { model: 'claude-test', message: 'overload' })).text());
-    assert.deepEqual(events.map((event) => event.event), ['start', 'delta', 'error']);
-    assert.deepEqual(events[2]!.data.error, { code: 'upstream_error', message: 'The anthropic upstream is overloaded; try again shortly.' });
+    assert.deepEqual(
+      events.map((event) => event.event),
+      ['start', 'delta', 'error'],
+    );
+    assert.deepEqual(events[2]!.data.error, {
+      code: 'upstream_error',
+      message: 'The anthropic upstream is overloaded; try again shortly.',
+    });
   });
 
   test('a 529 overloaded status is a 502 upstream_error with no upstream text', async () => {
     scenarios['busy'] = (response) => {
-      response.writeHead(529, { 'content-type': 'application/json' }).end('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}');
+      response
+        .writeHead(529, { 'content-type': 'application/json' })
+        .end('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}');
     };
     const response = await server.post('/api/chat/', { model: 'claude-test', message: 'busy' });
     assert.equal(response.status, 502);
@@ -110,7 +141,9 @@ describe('ollama upstream', () => {
       await writeSplit(response, fixture('ollama-chat.ndjson'), 5, 17);
       response.end();
     };
-    const body = await json(server.post('/api/chat/', { model: 'qwen-test', message: 'haiku', deep_thinking: true, temperature: 0.7, max_tokens: 80 }));
+    const body = await json(
+      server.post('/api/chat/', { model: 'qwen-test', message: 'haiku', deep_thinking: true, temperature: 0.7, max_tokens: 80 }),
+    );
     assert.equal(body.thinking, 'The user wants a haiku about rivers.');
     assert.equal(body.response, 'Água corre sob a ponte —\nrio sem pressa.');
     assert.deepEqual(body.usage, { input_tokens: 26, output_tokens: 42 });
@@ -128,8 +161,14 @@ describe('ollama upstream', () => {
       response.end(fixture('ollama-error.ndjson'));
     };
     const text = await (await server.post('/api/chat/progress', { model: 'qwen-test', message: 'crash' })).text();
-    const lines = text.trim().split('\n').map((line) => JSON.parse(line) as any);
-    assert.deepEqual(lines.at(-1), { type: 'error', error: { code: 'upstream_error', message: 'The ollama upstream reported an error in the middle of the reply.' } });
+    const lines = text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as any);
+    assert.deepEqual(lines.at(-1), {
+      type: 'error',
+      error: { code: 'upstream_error', message: 'The ollama upstream reported an error in the middle of the reply.' },
+    });
   });
 
   test('malformed JSON on a line is an upstream_error', async () => {
@@ -139,7 +178,7 @@ describe('ollama upstream', () => {
     };
     const response = await server.post('/api/chat/', { model: 'qwen-test', message: 'garbled' });
     assert.equal(response.status, 502);
-    assert.equal((await response.json() as any).error.message, 'The ollama upstream sent a malformed frame.');
+    assert.equal(((await response.json()) as any).error.message, 'The ollama upstream sent a malformed frame.');
   });
 
   test('an upstream that accepts but never answers is a 504 upstream_timeout after the first-byte timeout', async () => {
@@ -152,7 +191,9 @@ describe('ollama upstream', () => {
     const response = await server.post('/api/chat/', { model: 'qwen-test', message: 'silent' });
     const elapsed = performance.now() - started;
     assert.equal(response.status, 504);
-    assert.deepEqual(await response.json(), { error: { code: 'upstream_timeout', message: 'The ollama upstream did not start answering in time.' } });
+    assert.deepEqual(await response.json(), {
+      error: { code: 'upstream_timeout', message: 'The ollama upstream did not start answering in time.' },
+    });
     assert.ok(elapsed >= 900 && elapsed < 2000, `took ${elapsed} ms`);
     await upstream.closed(upstream.requests.length - 1);
   });

@@ -9,7 +9,16 @@ import type { ProviderRequest } from '../src/providers/types.js';
 const builtin = loadConfig({}, {}).models[0]!;
 
 function request(question: string, sources: Source[], extra: Partial<ProviderRequest> = {}): ProviderRequest {
-  return { model: builtin, messages: [{ role: 'user', content: question }], temperature: undefined, maxTokens: undefined, deepThinking: false, language: undefined, sources, ...extra };
+  return {
+    model: builtin,
+    messages: [{ role: 'user', content: question }],
+    temperature: undefined,
+    maxTokens: undefined,
+    deepThinking: false,
+    language: undefined,
+    sources,
+    ...extra,
+  };
 }
 
 const SOURCES: Source[] = [
@@ -47,7 +56,10 @@ describe('builtin extractive model', () => {
 
   test('says the sources do not answer when no sentence matches, quoting the closest source', () => {
     const { answer } = composeAnswer(request('Quantum chromodynamics?', SOURCES));
-    assert.equal(answer, 'The sources found do not answer this directly. The closest one, "LMDB overview", says: LMDB is an embedded key-value store. [1]');
+    assert.equal(
+      answer,
+      'The sources found do not answer this directly. The closest one, "LMDB overview", says: LMDB is an embedded key-value store. [1]',
+    );
   });
 
   test('is deterministic for the same input', () => {
@@ -64,8 +76,14 @@ describe('<think> tag splitting', () => {
     for (let cut = 0; cut <= text.length; cut++) {
       const splitter = new ThinkTagSplitter();
       const pieces = [...splitter.push(text.slice(0, cut)), ...splitter.push(text.slice(cut)), ...splitter.flush()];
-      const thinking = pieces.filter((piece) => piece.type === 'thinking').map((piece) => piece.text).join('');
-      const answer = pieces.filter((piece) => piece.type === 'delta').map((piece) => piece.text).join('');
+      const thinking = pieces
+        .filter((piece) => piece.type === 'thinking')
+        .map((piece) => piece.text)
+        .join('');
+      const answer = pieces
+        .filter((piece) => piece.type === 'delta')
+        .map((piece) => piece.text)
+        .join('');
       assert.equal(thinking, 'inner reasoning', `cut at ${cut}`);
       assert.equal(answer, 'Beforeafter, and é ✓ <thin not a tag', `cut at ${cut}`);
     }
@@ -74,6 +92,12 @@ describe('<think> tag splitting', () => {
   test('character by character gives the same result', () => {
     const splitter = new ThinkTagSplitter();
     const pieces = [...[...text].flatMap((character) => splitter.push(character)), ...splitter.flush()];
-    assert.equal(pieces.filter((piece) => piece.type === 'delta').map((piece) => piece.text).join(''), 'Beforeafter, and é ✓ <thin not a tag');
+    assert.equal(
+      pieces
+        .filter((piece) => piece.type === 'delta')
+        .map((piece) => piece.text)
+        .join(''),
+      'Beforeafter, and é ✓ <thin not a tag',
+    );
   });
 });

@@ -52,7 +52,11 @@ const DIALECTS: Dialect[] = [
     answer: 'Água corre sob a ponte —\nrio sem pressa.',
     thinking: 'The user wants a haiku about rivers.',
     usage: { input_tokens: 26, output_tokens: 42 },
-    truncate: (text) => text.split('\n').filter((line) => line.length > 0 && !line.includes('"done":true')).join('\n') + '\n',
+    truncate: (text) =>
+      `${text
+        .split('\n')
+        .filter((line) => line.length > 0 && !line.includes('"done":true'))
+        .join('\n')}\n`,
   },
 ];
 
@@ -131,11 +135,17 @@ for (const dialect of DIALECTS) {
   describe(`the ${dialect.provider} dialect keeps the provider contract`, () => {
     test('a recorded reply split at random byte offsets streams the same answer, reasoning apart, with the upstream usage', async () => {
       for (const seed of [1, 2, 3]) {
-        const events = parseSse(await (await server.post('/api/chat/stream', { message: `seed ${seed}`, model, deep_thinking: true })).text());
+        const events = parseSse(
+          await (await server.post('/api/chat/stream', { message: `seed ${seed}`, model, deep_thinking: true })).text(),
+        );
         const names = events.map((event) => event.event);
         assert.equal(names[0], 'start');
         assert.equal(names.at(-1), 'done');
-        const text = (name: string) => events.filter((event) => event.event === name).map((event) => event.data.text).join('');
+        const text = (name: string) =>
+          events
+            .filter((event) => event.event === name)
+            .map((event) => event.data.text)
+            .join('');
         assert.equal(text('delta'), dialect.answer, `seed ${seed}`);
         assert.equal(text('thinking'), dialect.thinking, `seed ${seed}`);
         assert.ok(names.lastIndexOf('thinking') < names.indexOf('delta'), 'reasoning comes before the answer');
@@ -163,7 +173,9 @@ for (const dialect of DIALECTS) {
     });
 
     test('a reset after the first byte ends the stream with one error event after what was sent', async () => {
-      const events = parseSse(await (await server.post('/api/chat/stream', { message: 'reset after first byte', model, deep_thinking: true })).text());
+      const events = parseSse(
+        await (await server.post('/api/chat/stream', { message: 'reset after first byte', model, deep_thinking: true })).text(),
+      );
       assert.equal(events.at(-1)!.event, 'error');
       assert.equal(events.at(-1)!.data.error.code, 'upstream_error');
       assert.ok(!events.some((event) => event.event === 'done'));

@@ -6,8 +6,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 const frame = (payload: unknown) => `data: ${JSON.stringify(payload)}\n\n`;
-const chunk = (content: string) => frame({ id: 'c1', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
-const finish = frame({ id: 'c1', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+const chunk = (content: string) =>
+  frame({
+    id: 'c1',
+    object: 'chat.completion.chunk',
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, delta: { content }, finish_reason: null }],
+  });
+const finish = frame({
+  id: 'c1',
+  object: 'chat.completion.chunk',
+  model: 'gpt-4o-mini',
+  choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
+});
 
 describe('upstream connections', () => {
   let upstream: http.Server;

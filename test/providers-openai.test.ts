@@ -35,7 +35,15 @@ before(async () => {
   server = await bootServer({
     env: { TEST_OPENAI_KEY: KEY },
     config: {
-      models: [{ id: 'gpt-test', provider: 'openai', base_url: `${upstream.url}/v1`, api_key_env: 'TEST_OPENAI_KEY', upstream_model: 'gpt-4o-mini' }],
+      models: [
+        {
+          id: 'gpt-test',
+          provider: 'openai',
+          base_url: `${upstream.url}/v1`,
+          api_key_env: 'TEST_OPENAI_KEY',
+          upstream_model: 'gpt-4o-mini',
+        },
+      ],
       upstream: { connect_timeout_ms: 1000, first_byte_timeout_ms: 1500, idle_timeout_ms: 300, retries: 2 },
       plans: { free: { quota: 1000, window_seconds: 86_400 } },
     },
@@ -132,8 +140,14 @@ describe('openai-compatible upstream', () => {
     assert.equal(field.response, 'Answer.');
 
     const events = parseSse(await (await chat('/api/chat/stream', { message: 'tags', deep_thinking: true })).text());
-    const thinking = events.filter((event) => event.event === 'thinking').map((event) => event.data.text).join('');
-    const answer = events.filter((event) => event.event === 'delta').map((event) => event.data.text).join('');
+    const thinking = events
+      .filter((event) => event.event === 'thinking')
+      .map((event) => event.data.text)
+      .join('');
+    const answer = events
+      .filter((event) => event.event === 'delta')
+      .map((event) => event.data.text)
+      .join('');
     assert.equal(thinking, 'Check the units first.');
     assert.equal(answer, '\n\nIt is 42 km.');
     assert.equal(events.at(-1)!.event, 'done');
@@ -192,7 +206,10 @@ describe('openai-compatible upstream', () => {
     };
     const response = await chat('/api/chat/stream', { message: 'limited' });
     const events = parseSse(await response.text());
-    assert.deepEqual(events.map((event) => event.event), ['start', 'error']);
+    assert.deepEqual(
+      events.map((event) => event.event),
+      ['start', 'error'],
+    );
     assert.deepEqual(events[1]!.data.error, {
       code: 'upstream_error',
       message: 'The openai upstream is rate limiting requests (HTTP 429); try again shortly.',
@@ -201,7 +218,9 @@ describe('openai-compatible upstream', () => {
 
   test('a 401 echoing the key is reported without the key', async () => {
     scenarios['badkey'] = (response) => {
-      response.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `Incorrect API key provided: ${KEY}` } }));
+      response
+        .writeHead(401, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: `Incorrect API key provided: ${KEY}` } }));
     };
     const response = await chat('/api/chat/', { message: 'badkey' });
     assert.equal(response.status, 502);
@@ -213,28 +232,37 @@ describe('openai-compatible upstream', () => {
   test('a stall after the first chunk ends the stream with upstream_timeout once the idle timeout passes', async () => {
     scenarios['stall'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n')}\n\n`);
       await hold(response, 3000);
       if (!response.destroyed) response.end();
     };
     const started = performance.now();
     const events = parseSse(await (await chat('/api/chat/stream', { message: 'stall' })).text());
     const elapsed = performance.now() - started;
-    assert.deepEqual(events.map((event) => event.event), ['start', 'delta', 'error']);
+    assert.deepEqual(
+      events.map((event) => event.event),
+      ['start', 'delta', 'error'],
+    );
     assert.equal(events[1]!.data.text, 'Bonjour');
-    assert.deepEqual(events[2]!.data.error, { code: 'upstream_timeout', message: 'The openai upstream stopped sending in the middle of the reply.' });
+    assert.deepEqual(events[2]!.data.error, {
+      code: 'upstream_timeout',
+      message: 'The openai upstream stopped sending in the middle of the reply.',
+    });
     assert.ok(elapsed < 2000, `took ${elapsed} ms`);
   });
 
   test('a reset mid-stream becomes an error line in NDJSON, never a truncated result', async () => {
     scenarios['reset'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(fixture('openai-stream.sse').split('\n\n').slice(0, 3).join('\n\n') + '\n\n');
+      response.write(`${fixture('openai-stream.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`);
       await new Promise((resolve) => setTimeout(resolve, 20));
       response.socket?.resetAndDestroy();
     };
     const text = await (await chat('/api/chat/progress', { message: 'reset' })).text();
-    const lines = text.trim().split('\n').map((line) => JSON.parse(line));
+    const lines = text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     assert.deepEqual(lines.at(-1), {
       type: 'error',
       error: { code: 'upstream_error', message: 'The openai upstream connection broke in the middle of the reply.' },
@@ -245,7 +273,7 @@ describe('openai-compatible upstream', () => {
   test('a stream that ends without [DONE] or a finish reason is an error, not a short success', async () => {
     scenarios['truncated'] = (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.end(fixture('openai-stream.sse').split('\n\n').slice(0, 3).join('\n\n') + '\n\n');
+      response.end(`${fixture('openai-stream.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`);
     };
     const response = await chat('/api/chat/', { message: 'truncated' });
     assert.equal(response.status, 502);
@@ -257,7 +285,7 @@ describe('openai-compatible upstream', () => {
     scenarios['live'] = async (response) => {
       const frames = fixture('openai-stream.sse').split('\n\n');
       response.writeHead(200, SSE_HEADERS);
-      response.write(frames.slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${frames.slice(0, 2).join('\n\n')}\n\n`);
       await secondHalf;
       response.end(frames.slice(2).join('\n\n'));
     };
@@ -295,22 +323,29 @@ describe('openai-compatible upstream', () => {
     const waitsBefore = await backpressureWaits();
     const { request } = await import('node:http');
     const text = await new Promise<string>((resolve, reject) => {
-      const outgoing = request(`${server.url}/api/chat/stream`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (incoming) => {
-        // Not reading for three idle timeouts: the server must wait for us, not give up on the upstream.
-        incoming.pause();
-        const chunks: Buffer[] = [];
-        setTimeout(() => {
-          incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
-          incoming.resume();
-        }, 900);
-        incoming.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-        incoming.on('error', reject);
-      });
+      const outgoing = request(
+        `${server.url}/api/chat/stream`,
+        { method: 'POST', headers: { 'content-type': 'application/json' } },
+        (incoming) => {
+          // Not reading for three idle timeouts: the server must wait for us, not give up on the upstream.
+          incoming.pause();
+          const chunks: Buffer[] = [];
+          setTimeout(() => {
+            incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+            incoming.resume();
+          }, 900);
+          incoming.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+          incoming.on('error', reject);
+        },
+      );
       outgoing.end(JSON.stringify({ model: 'gpt-test', message: 'flood' }));
     });
     const events = parseSse(text);
     assert.equal(events.at(-1)!.event, 'done');
-    const answer = events.filter((event) => event.event === 'delta').map((event) => event.data.text).join('');
+    const answer = events
+      .filter((event) => event.event === 'delta')
+      .map((event) => event.data.text)
+      .join('');
     assert.equal(answer.length, piece.length * deltas);
     assert.ok((await backpressureWaits()) > waitsBefore, 'the stream waited for the slow client');
   });
@@ -318,7 +353,7 @@ describe('openai-compatible upstream', () => {
   test('a client that disconnects closes the upstream connection within a second', async () => {
     scenarios['abandon'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
-      response.write(fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n')}\n\n`);
       // Keeps the stream open for far longer than the test waits.
       await hold(response, 5000);
       if (!response.destroyed) response.end();

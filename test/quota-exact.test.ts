@@ -19,7 +19,10 @@ function chat(server: TestServer, headers: Record<string, string>, extra: Record
   return server.post('/api/chat/', { message: 'hello there', ...extra }, headers);
 }
 
-async function quotaOf(server: TestServer, userId: string): Promise<{ used: number; remaining: number; limit: number; reset: string; plan: string }> {
+async function quotaOf(
+  server: TestServer,
+  userId: string,
+): Promise<{ used: number; remaining: number; limit: number; reset: string; plan: string }> {
   const response = await server.fetch(`/api/chat/quota/${userId}`, { headers: admin });
   assert.equal(response.status, 200);
   return (await response.json()) as { used: number; remaining: number; limit: number; reset: string; plan: string };
@@ -35,14 +38,23 @@ describe('quota: exact under concurrency, fixed windows, costs', () => {
     // A loopback SearXNG answering its JSON API, so /api/chat/search has real results to cite.
     searxng = createServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ query: 'lmdb', results: [{ title: 'LMDB', url: 'https://example.org/lmdb', content: 'LMDB is an embedded key-value store.' }] }));
+      response.end(
+        JSON.stringify({
+          query: 'lmdb',
+          results: [{ title: 'LMDB', url: 'https://example.org/lmdb', content: 'LMDB is an embedded key-value store.' }],
+        }),
+      );
     });
     await new Promise<void>((resolve) => searxng.listen(0, '127.0.0.1', resolve));
     server = await bootServer({
       env: { COLLOQUY_ADMIN_TOKEN: ADMIN },
       config: {
         search: { provider: 'searxng', base_url: `http://127.0.0.1:${(searxng.address() as AddressInfo).port}` },
-        plans: { free: { quota: 100, window_seconds: 3600 }, tiny: { quota: 3, window_seconds: 60 }, mid: { quota: 20, window_seconds: 3600 } },
+        plans: {
+          free: { quota: 100, window_seconds: 3600 },
+          tiny: { quota: 3, window_seconds: 60 },
+          mid: { quota: 20, window_seconds: 3600 },
+        },
         costs: { chat: 1, search: 2, image: 7 },
       },
       clock: () => now,
@@ -65,7 +77,10 @@ describe('quota: exact under concurrency, fixed windows, costs', () => {
     assert.equal(refused.length, 80);
 
     const remaining = await Promise.all(ok.map(async (response) => ((await response.json()) as { remaining: number }).remaining));
-    assert.deepEqual([...remaining].sort((a, b) => a - b), Array.from({ length: 80 }, (_, index) => index));
+    assert.deepEqual(
+      [...remaining].sort((a, b) => a - b),
+      Array.from({ length: 80 }, (_, index) => index),
+    );
     for (const [index, response] of ok.entries()) {
       assert.equal(response.headers.get('ratelimit-limit'), '100');
       assert.equal(response.headers.get('ratelimit-remaining'), String(remaining[index]));
@@ -140,7 +155,11 @@ describe('quota: exact under concurrency, fixed windows, costs', () => {
 describe('quota: anonymous callers by address', () => {
   test('anonymous callers are counted per client address on the anonymous plan', async () => {
     const server = await bootServer({
-      config: { trust_proxy: true, anonymous_plan: 'anon', plans: { anon: { quota: 2, window_seconds: 86_400 }, free: { quota: 50, window_seconds: 86_400 } } },
+      config: {
+        trust_proxy: true,
+        anonymous_plan: 'anon',
+        plans: { anon: { quota: 2, window_seconds: 86_400 }, free: { quota: 50, window_seconds: 86_400 } },
+      },
     });
     try {
       const from = (address: string) => ({ 'x-forwarded-for': address });
@@ -179,7 +198,9 @@ describe('quota: failed upstream calls', () => {
           return;
         }
         response.writeHead(200, { 'content-type': 'text/event-stream' });
-        response.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: 'Half an ans' } }] })}\n\n`);
+        response.write(
+          `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: 'Half an ans' } }] })}\n\n`,
+        );
         setTimeout(() => response.socket?.destroy(), 20);
       });
     });

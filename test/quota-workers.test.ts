@@ -48,8 +48,7 @@ describe('WORKERS=2: several processes on one data directory', () => {
       child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
       child.stdout!.on('data', (chunk: Buffer) => {
         buffered += chunk.toString();
-        let newline: number;
-        while ((newline = buffered.indexOf('\n')) !== -1) {
+        for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
           const line = JSON.parse(buffered.slice(0, newline)) as LogLine;
           buffered = buffered.slice(newline + 1);
           lines.push(line);
@@ -84,7 +83,10 @@ describe('WORKERS=2: several processes on one data directory', () => {
     assert.equal(ok.length, 70);
     assert.equal(responses.filter((response) => response.status === 429).length, 90);
     const remaining = await Promise.all(ok.map(async (response) => ((await response.json()) as { remaining: number }).remaining));
-    assert.deepEqual([...remaining].sort((a, b) => a - b), Array.from({ length: 70 }, (_, index) => index));
+    assert.deepEqual(
+      [...remaining].sort((a, b) => a - b),
+      Array.from({ length: 70 }, (_, index) => index),
+    );
 
     const status = (await (await fetch(`${base}/api/chat/quota/me`, { headers })).json()) as { used: number };
     assert.equal(status.used, 100);
@@ -104,7 +106,13 @@ describe('WORKERS=2: several processes on one data directory', () => {
     const afterRevoke = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/api/chat/quota/me`, { headers })));
     assert.deepEqual([...new Set(afterRevoke.map((response) => response.status))], [401]);
     // Logs are written asynchronously: wait for the lines, then check both processes answered 401.
-    const refusedBy = () => new Set(lines.slice(start).filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.worker));
+    const refusedBy = () =>
+      new Set(
+        lines
+          .slice(start)
+          .filter((line) => line.msg === 'request' && line.status === 401)
+          .map((line) => line.worker),
+      );
     for (let waited = 0; waited < 3000 && refusedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
     assert.deepEqual([...refusedBy()].sort(), [1, 2]);
   });

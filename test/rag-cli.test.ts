@@ -21,10 +21,15 @@ interface Run {
 function colloquy(dataDir: string, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
     // Piped stdout/stderr: not a TTY, so progress comes as plain lines.
-    execFile(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir }, timeout: 20_000 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir }, timeout: 20_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -38,7 +43,8 @@ describe('colloquy rag', () => {
     assert.equal(run.code, 0, run.stderr);
     const lines = run.stdout.trim().split('\n');
     assert.equal(lines.length, 4);
-    for (const [index, file] of files.entries()) assert.match(lines[index]!, new RegExp(`^indexed ${file} -> doc_[0-9a-f]{24} \\(1 chunks\\)$`));
+    for (const [index, file] of files.entries())
+      assert.match(lines[index]!, new RegExp(`^indexed ${file} -> doc_[0-9a-f]{24} \\(1 chunks\\)$`));
     assert.equal(lines[3], 'indexed 3 documents (3 chunks) into collection "cli"');
     assert.doesNotMatch(run.stderr, /\r/, 'no progress bar without a terminal');
   });
@@ -47,11 +53,22 @@ describe('colloquy rag', () => {
     const run = await colloquy(dataDir, ['rag', 'add', files[2]!, '--collection', 'cli', '--json']);
     assert.equal(run.code, 0, run.stderr);
     const body = JSON.parse(run.stdout) as { documents: Array<{ replaced: boolean; title: string }> };
-    assert.deepEqual(body.documents.map((document) => [document.title, document.replaced]), [['tides', true]]);
+    assert.deepEqual(
+      body.documents.map((document) => [document.title, document.replaced]),
+      [['tides', true]],
+    );
   });
 
   it('refuses unsupported or missing files and indexes none of the batch', async () => {
-    const run = await colloquy(dataDir, ['rag', 'add', join(CORPUS, 'sleep.md'), join(CORPUS, 'nothing-here.txt'), '/etc/hostname', '--collection', 'cli']);
+    const run = await colloquy(dataDir, [
+      'rag',
+      'add',
+      join(CORPUS, 'sleep.md'),
+      join(CORPUS, 'nothing-here.txt'),
+      '/etc/hostname',
+      '--collection',
+      'cli',
+    ]);
     assert.equal(run.code, 1);
     assert.match(run.stderr, /nothing-here\.txt: no such file/);
     assert.match(run.stderr, /hostname: unsupported file type/);

@@ -87,7 +87,10 @@ describe('knowledge-base retrieval', () => {
     assert.ok(volcano);
     // The script in the page mentions "tracking code"; it must not be searchable.
     const leaked = await server.services.knowledge.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
-    assert.equal(leaked.some((passage) => passage.documentId === volcano.document_id), false);
+    assert.equal(
+      leaked.some((passage) => passage.documentId === volcano.document_id),
+      false,
+    );
   });
 });
 
@@ -100,7 +103,8 @@ describe('text pipeline', () => {
   });
 
   it('extracts visible HTML text with entities decoded and block breaks kept', () => {
-    const html = '<html><head><title>A &amp; B</title><style>p{color:red}</style></head><body><p>One&nbsp;two</p><script>alert(1)</script><ul><li>x</li><li>y</li></ul></body></html>';
+    const html =
+      '<html><head><title>A &amp; B</title><style>p{color:red}</style></head><body><p>One&nbsp;two</p><script>alert(1)</script><ul><li>x</li><li>y</li></ul></body></html>';
     const extracted = extractHtml(html);
     assert.equal(extracted.title, 'A & B');
     // A no-break space is whitespace like any other once extracted.
@@ -108,7 +112,9 @@ describe('text pipeline', () => {
   });
 
   it('extracts Markdown text without markup and takes the first heading as title', () => {
-    const extracted = extractMarkdown('---\nlayout: x\n---\n# Title here\n\nSome **bold** and [a link](http://x.test) `code`.\n\n- item one\n');
+    const extracted = extractMarkdown(
+      '---\nlayout: x\n---\n# Title here\n\nSome **bold** and [a link](http://x.test) `code`.\n\n- item one\n',
+    );
     assert.equal(extracted.title, 'Title here');
     assert.equal(extracted.text, 'Title here\n\nSome bold and a link code.\n\nitem one');
   });
@@ -126,7 +132,11 @@ describe('text pipeline', () => {
     }
     assert.deepEqual(chunkText(text, { size: 300, overlap: 60 }), chunks);
     // Every sentence survives chunking.
-    for (const sentence of sentences) assert.ok(chunks.some((chunk) => chunk.includes(sentence)), sentence);
+    for (const sentence of sentences)
+      assert.ok(
+        chunks.some((chunk) => chunk.includes(sentence)),
+        sentence,
+      );
   });
 
   it('cuts a sentence longer than a chunk at word boundaries', () => {

@@ -67,8 +67,17 @@ describe('RAG in chat and its statistics', () => {
 
   it('answers a rag chat with document sources and a [1] citation from the built-in model', async () => {
     for (const document of [
-      { title: 'Harbour guide', text: 'The harbour master opens the lock gates two hours before high water.', url: 'https://docs.example/harbour', collection: 'port' },
-      { title: 'Bakery notes', text: 'Rye bread needs a longer proof than wheat bread because rye has little gluten.', collection: 'kitchen' },
+      {
+        title: 'Harbour guide',
+        text: 'The harbour master opens the lock gates two hours before high water.',
+        url: 'https://docs.example/harbour',
+        collection: 'port',
+      },
+      {
+        title: 'Bakery notes',
+        text: 'Rye bread needs a longer proof than wheat bread because rye has little gluten.',
+        collection: 'kitchen',
+      },
     ]) {
       assert.equal((await server.post('/api/rag/documents', document, auth)).status, 201);
     }
@@ -83,7 +92,10 @@ describe('RAG in chat and its statistics', () => {
   });
 
   it('streams the sources event before the first delta when rag names a collection', async () => {
-    const response = await server.post('/api/chat/stream', { message: 'Why does rye bread need a longer proof?', rag: { top_k: 2, collection: 'kitchen' } });
+    const response = await server.post('/api/chat/stream', {
+      message: 'Why does rye bread need a longer proof?',
+      rag: { top_k: 2, collection: 'kitchen' },
+    });
     assert.equal(response.status, 200);
     const events = sseEvents(await response.text());
     const names = events.map(([event]) => event);
@@ -91,7 +103,10 @@ describe('RAG in chat and its statistics', () => {
     assert.ok(sourcesAt >= 0, `events: ${names.join(',')}`);
     assert.ok(sourcesAt < names.indexOf('delta'));
     const sources = (events[sourcesAt]![1] as { sources: Array<{ kind: string; title: string }> }).sources;
-    assert.deepEqual(sources.map((source) => [source.kind, source.title]), [['document', 'Bakery notes']]);
+    assert.deepEqual(
+      sources.map((source) => [source.kind, source.title]),
+      [['document', 'Bakery notes']],
+    );
   });
 
   it('counts queries, the share with a result above the threshold, and the retrieval time', async () => {

@@ -52,7 +52,10 @@ test('with nothing configured the search route answers from the knowledge base w
 });
 
 test('web_search on the stream route uses the same offline search, sources before the first delta', async () => {
-  const response = await server.post('/api/chat/stream', { message: 'When does the Saturday market open?', web_search: { max_results: 1 } });
+  const response = await server.post('/api/chat/stream', {
+    message: 'When does the Saturday market open?',
+    web_search: { max_results: 1 },
+  });
   assert.equal(response.status, 200);
   const text = await response.text();
   const events = [...text.matchAll(/^event: (\w+)$/gm)].map((match) => match[1]);

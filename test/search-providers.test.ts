@@ -94,7 +94,11 @@ describe('SearXNG provider', () => {
   });
 
   test('a 403 (JSON output disabled) says to enable json in settings.yml', async () => {
-    const server = await upstream({ status: 403, body: searchFixture('searxng-403.html'), headers: { 'content-type': 'text/html; charset=utf-8' } });
+    const server = await upstream({
+      status: 403,
+      body: searchFixture('searxng-403.html'),
+      headers: { 'content-type': 'text/html; charset=utf-8' },
+    });
     const error = await failure(provider('searxng', server.url).search);
     assert.equal(error.code, 'upstream_error');
     assert.equal(error.status, 502);
@@ -149,12 +153,19 @@ describe('Brave provider', () => {
 
   test('an answer without a web section is zero results, not an error', async () => {
     const server = await upstream(json(200, { type: 'search', query: { original: 'zzqx' }, mixed: { type: 'mixed', main: [] } }));
-    const results = await provider('brave', server.url, { apiKey: KEY }).search.search('zzqx', { maxResults: 3 }, new AbortController().signal);
+    const results = await provider('brave', server.url, { apiKey: KEY }).search.search(
+      'zzqx',
+      { maxResults: 3 },
+      new AbortController().signal,
+    );
     assert.deepEqual(results, []);
   });
 
   test('422 SUBSCRIPTION_TOKEN_INVALID and 401 are reported as refused credentials', async () => {
-    for (const [status, fixture] of [[422, 'brave-error-422.json'], [401, 'brave-error-401.json']] as const) {
+    for (const [status, fixture] of [
+      [422, 'brave-error-422.json'],
+      [401, 'brave-error-401.json'],
+    ] as const) {
       const server = await upstream(json(status, searchFixture(fixture)));
       const error = await failure(provider('brave', server.url, { apiKey: KEY }).search);
       assert.equal(error.code, 'upstream_error');
@@ -236,7 +247,12 @@ describe('local provider', () => {
       retrieve: async (query, options) => {
         asked.push({ query, topK: options.topK });
         return [
-          passage('a', 0, `${filler}The lighthouse keeper was Ada Brennan, who lit the lamp for forty years. ${filler}`, 'https://example.org/a'),
+          passage(
+            'a',
+            0,
+            `${filler}The lighthouse keeper was Ada Brennan, who lit the lamp for forty years. ${filler}`,
+            'https://example.org/a',
+          ),
           passage('a', 1, 'A second chunk of the same document.', 'https://example.org/a'),
           passage('b', 0, 'Harbour records list every ship that docked after 1820.'),
         ];
@@ -313,9 +329,15 @@ describe('every web provider', () => {
 
   test('brave and tavily without an API key stop start-up with a ConfigError naming the key', () => {
     for (const kind of ['brave', 'tavily'] as const) {
-      assert.throws(() => provider(kind, 'http://127.0.0.1:9'), (error) => error instanceof ConfigError && /api_key_env/.test(error.message));
+      assert.throws(
+        () => provider(kind, 'http://127.0.0.1:9'),
+        (error) => error instanceof ConfigError && /api_key_env/.test(error.message),
+      );
     }
-    assert.throws(() => provider('searxng', undefined), (error) => error instanceof ConfigError && /search\.base_url/.test(error.message));
+    assert.throws(
+      () => provider('searxng', undefined),
+      (error) => error instanceof ConfigError && /search\.base_url/.test(error.message),
+    );
   });
 });
 

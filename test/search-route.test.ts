@@ -51,7 +51,10 @@ describe('search route with SearXNG', () => {
   });
 
   test('answers from the search results with numbered web sources and reports the search', async () => {
-    const response = await server.post('/api/chat/search', { message: 'How many write transactions can LMDB run at a time?', max_results: 3 });
+    const response = await server.post('/api/chat/search', {
+      message: 'How many write transactions can LMDB run at a time?',
+      max_results: 3,
+    });
     assert.equal(response.status, 200);
     const body = (await response.json()) as any;
 
@@ -77,7 +80,10 @@ describe('search route with SearXNG', () => {
   test('the progress route reports a search stage, then the sources, then the result', async () => {
     const response = await server.post('/api/chat/progress', { message: 'lmdb transaction handle', web_search: { max_results: 2 } });
     assert.equal(response.status, 200);
-    const lines = (await response.text()).trim().split('\n').map((line) => JSON.parse(line));
+    const lines = (await response.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     const stages = lines.filter((line) => line.type === 'progress').map((line) => line.stage);
     assert.ok(stages.indexOf('search') > stages.indexOf('accepted'), stages.join(','));
     assert.ok(stages.indexOf('generating') > stages.indexOf('search'), stages.join(','));
@@ -95,7 +101,10 @@ describe('search route with Brave', () => {
   let server: TestServer;
   before(async () => {
     upstream = await startSearchUpstream(() => json(200, searchFixture('brave-web-search.json')));
-    server = await bootServer({ config: { plans: PLANS, search: { provider: 'brave', base_url: upstream.url } }, env: { BRAVE_API_KEY: KEY } });
+    server = await bootServer({
+      config: { plans: PLANS, search: { provider: 'brave', base_url: upstream.url } },
+      env: { BRAVE_API_KEY: KEY },
+    });
   });
   after(async () => {
     await server.close();
@@ -103,7 +112,11 @@ describe('search route with Brave', () => {
   });
 
   test('with Accept: text/event-stream it streams, and the sources event comes before the first delta', async () => {
-    const response = await server.post('/api/chat/search', { message: 'what does backpressure mean in streams' }, { accept: 'text/event-stream' });
+    const response = await server.post(
+      '/api/chat/search',
+      { message: 'what does backpressure mean in streams' },
+      { accept: 'text/event-stream' },
+    );
     assert.equal(response.status, 200);
     assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
     const text = await response.text();
@@ -120,7 +133,10 @@ describe('search route with Brave', () => {
       sources.sources.map((source: any) => source.title),
       ['uWebSockets.js Backpressure example', 'Backpressure in Streams | Node.js Learn'],
     );
-    const answer = frames.filter((frame) => frame.event === 'delta').map((frame) => frame.data.text).join('');
+    const answer = frames
+      .filter((frame) => frame.event === 'delta')
+      .map((frame) => frame.data.text)
+      .join('');
     assert.match(answer, /\[2\]/);
 
     const sent = upstream.requests.at(-1)!;
@@ -148,7 +164,10 @@ describe('search route with Tavily', () => {
 
   test('web_search on /api/chat/ runs the same step and cites the web sources', async () => {
     answer = json(200, searchFixture('tavily-search.json'));
-    const response = await server.post('/api/chat/', { message: 'how does valibot strictObject treat unknown keys', web_search: { max_results: 2 } });
+    const response = await server.post('/api/chat/', {
+      message: 'how does valibot strictObject treat unknown keys',
+      web_search: { max_results: 2 },
+    });
     assert.equal(response.status, 200);
     const body = (await response.json()) as any;
     assert.deepEqual(JSON.parse(upstream.requests.at(-1)!.body), {
@@ -195,7 +214,10 @@ describe('search route with Tavily', () => {
     answer = json(500, searchFixture('tavily-error-500.json'));
     const response = await server.post('/api/chat/progress', { message: 'anything', web_search: true });
     assert.equal(response.status, 200);
-    const lines = (await response.text()).trim().split('\n').map((line) => JSON.parse(line));
+    const lines = (await response.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     assert.deepEqual(lines.at(-2), { ...lines.at(-2), type: 'progress', stage: 'search' });
     assert.equal(lines.at(-1).type, 'error');
     assert.equal(lines.at(-1).error.code, 'upstream_error');

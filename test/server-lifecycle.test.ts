@@ -18,7 +18,12 @@ describe('health and metrics', () => {
   it('answers /health 200 with status, version, uptime and a real storage check', async () => {
     const response = await server.fetch('/health');
     assert.equal(response.status, 200);
-    const body = (await response.json()) as { status: string; version: string; uptime_s: number; checks: { storage: { ok: boolean; engine: string }; providers: Record<string, { provider: string; status: string }> } };
+    const body = (await response.json()) as {
+      status: string;
+      version: string;
+      uptime_s: number;
+      checks: { storage: { ok: boolean; engine: string }; providers: Record<string, { provider: string; status: string }> };
+    };
     assert.equal(body.status, 'ok');
     assert.match(body.version, /^\d+\.\d+\.\d+/);
     assert.equal(typeof body.uptime_s, 'number');

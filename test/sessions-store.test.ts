@@ -39,7 +39,10 @@ describe('sessions: owner-scoped store', () => {
     const body = (await response.json()) as SessionBody;
     assert.equal(body.session_id, 'shared-id');
     assert.equal(body.message_count, 2);
-    assert.deepEqual(body.messages.map((message) => message.role), ['user', 'assistant']);
+    assert.deepEqual(
+      body.messages.map((message) => message.role),
+      ['user', 'assistant'],
+    );
     assert.equal(body.messages[0]!.content, 'first question');
     assert.match(body.created, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
@@ -79,10 +82,16 @@ describe('sessions: owner-scoped store', () => {
     }
     const full = (await (await server.fetch('/api/chat/session/capped', { headers: alice })).json()) as SessionBody;
     assert.equal(full.message_count, 4);
-    assert.deepEqual(full.messages.filter((message) => message.role === 'user').map((message) => message.content), ['two', 'three']);
+    assert.deepEqual(
+      full.messages.filter((message) => message.role === 'user').map((message) => message.content),
+      ['two', 'three'],
+    );
     const newest = (await (await server.fetch('/api/chat/session/capped?limit=1', { headers: alice })).json()) as SessionBody;
     assert.equal(newest.message_count, 4);
-    assert.deepEqual(newest.messages.map((message) => message.role), ['assistant']);
+    assert.deepEqual(
+      newest.messages.map((message) => message.role),
+      ['assistant'],
+    );
     assert.equal(newest.messages[0]!.content, full.messages[3]!.content);
     for (const limit of ['0', '5', 'x']) {
       assert.equal((await server.fetch(`/api/chat/session/capped?limit=${limit}`, { headers: alice })).status, 400, limit);
@@ -129,11 +138,16 @@ describe('sessions: owner-scoped store', () => {
     const list = (await (await server.fetch('/api/chat/sessions', { headers: carol })).json()) as {
       sessions: Array<{ session_id: string; message_count: number; updated: string }>;
     };
-    assert.deepEqual(list.sessions.map((session) => session.session_id), ['c-new', 'c-old']);
+    assert.deepEqual(
+      list.sessions.map((session) => session.session_id),
+      ['c-new', 'c-old'],
+    );
     assert.equal(list.sessions[0]!.message_count, 2);
     const limited = (await (await server.fetch('/api/chat/sessions?limit=1', { headers: carol })).json()) as { sessions: unknown[] };
     assert.equal(limited.sessions.length, 1);
-    const bobList = (await (await server.fetch('/api/chat/sessions', { headers: bob })).json()) as { sessions: Array<{ session_id: string }> };
+    const bobList = (await (await server.fetch('/api/chat/sessions', { headers: bob })).json()) as {
+      sessions: Array<{ session_id: string }>;
+    };
     assert.ok(bobList.sessions.every((session) => !session.session_id.startsWith('c-')));
   });
 });

@@ -24,7 +24,10 @@ const routes = new Map<string, Handler>([
   ['/stall', () => undefined],
   ['/slow-body', (_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).write('{"partial":')],
   // Declares a large body and then sends none of it: only the declared length can refuse it in time.
-  ['/declared-large', (_request, response) => response.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' }).flushHeaders()],
+  [
+    '/declared-large',
+    (_request, response) => response.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' }).flushHeaders(),
+  ],
   [
     '/streamed-large',
     (_request, response) => {
@@ -179,7 +182,9 @@ describe('callJson', () => {
     const { port } = gone.address() as AddressInfo;
     await new Promise<void>((resolve) => gone.close(() => resolve()));
     const causes: string[] = [];
-    const error = await failure(request('/ok', [], { url: `http://127.0.0.1:${port}/ok`, observer: { unreachable: (cause) => causes.push(cause) } }));
+    const error = await failure(
+      request('/ok', [], { url: `http://127.0.0.1:${port}/ok`, observer: { unreachable: (cause) => causes.push(cause) } }),
+    );
     assert.equal(error.code, 'upstream_error');
     assert.equal(error.message, 'The test upstream could not be reached.');
     assert.deepEqual(causes, ['ECONNREFUSED']);

@@ -18,4 +18,3 @@ export interface Authenticator {
   /** Resolves an admin (COLLOQUY_ADMIN_TOKEN); throws not_found when admin is disabled, unauthorized/forbidden otherwise. */
   admin(credentials: Credentials): Promise<Caller>;
 }
-

@@ -13,7 +13,12 @@ export const UserIdSchema = v.pipe(
   v.check((value) => !RESERVED_USER_IDS.has(value.toLowerCase()), 'is reserved ("me" and "admin" cannot be user ids)'),
 );
 
-export const KeyNameSchema = v.pipe(v.string(), v.trim(), v.minLength(1, 'must not be empty'), v.maxLength(64, 'must be at most 64 characters'));
+export const KeyNameSchema = v.pipe(
+  v.string(),
+  v.trim(),
+  v.minLength(1, 'must not be empty'),
+  v.maxLength(64, 'must be at most 64 characters'),
+);
 
 /** Validates `value`, throwing `invalid_request` with one detail per failing field. */
 export function parseWith<const S extends v.GenericSchema>(schema: S, value: unknown): v.InferOutput<S> {
@@ -33,7 +38,9 @@ export function queryInt(query: URLSearchParams, name: string, fallback: number,
   if (text === null || text === '') return fallback;
   const value = Number(text);
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ApiError('invalid_request', 'The request is not valid.', { details: [{ path: name, message: `must be an integer from ${min} to ${max}` }] });
+    throw new ApiError('invalid_request', 'The request is not valid.', {
+      details: [{ path: name, message: `must be an integer from ${min} to ${max}` }],
+    });
   }
   return value;
 }

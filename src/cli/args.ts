@@ -42,7 +42,9 @@ export function parseArgs(argv: readonly string[], valued: readonly string[]): P
 /** Requires exactly `names.length` positionals and returns them. */
 export function expectPositionals(args: ParsedArgs, names: readonly string[]): string[] {
   if (args.positionals.length !== names.length) {
-    throw new UsageError(`expected ${names.length === 0 ? 'no arguments' : names.join(' ')}, got ${args.positionals.length === 0 ? 'none' : args.positionals.join(' ')}`);
+    throw new UsageError(
+      `expected ${names.length === 0 ? 'no arguments' : names.join(' ')}, got ${args.positionals.length === 0 ? 'none' : args.positionals.join(' ')}`,
+    );
   }
   return args.positionals;
 }
@@ -66,6 +68,10 @@ export function usageOnlyExit(sub: string | undefined, args: ParsedArgs, usage: 
 /** Formats rows as aligned columns with a header. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join('  ')
+      .trimEnd();
+  return `${[line(header), ...rows.map(line)].join('\n')}\n`;
 }

@@ -1,5 +1,5 @@
 /** `colloquy keys create|list|revoke`. The key is printed once, at creation; only its hash is stored. */
-import { createKey, listKeys } from '../auth/key-service.js';
+import { createKey, listKeys, type CreatedKey } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
 import { ApiError } from '../errors.js';
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
@@ -24,7 +24,7 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
       if (name !== undefined && name.length > 64) throw new UsageError('--name must be at most 64 characters');
       return withDataDir(async (data) => {
         if (!data.users.get(userId)) throw new CommandError(`no user "${userId}" (create it with: colloquy users add ${userId})`);
-        let created;
+        let created: CreatedKey;
         try {
           created = await createKey(data.apiKeys, userId, name);
         } catch (error) {
@@ -46,7 +46,14 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
         const keys = listKeys(data.apiKeys, userId);
         if (args.json) process.stdout.write(`${JSON.stringify({ user_id: userId, keys })}\n`);
         else {
-          const rows = keys.map((key) => [key.key_id, key.prefix, key.name ?? '-', key.created, key.last_used ?? 'never', key.revoked ? 'revoked' : 'active']);
+          const rows = keys.map((key) => [
+            key.key_id,
+            key.prefix,
+            key.name ?? '-',
+            key.created,
+            key.last_used ?? 'never',
+            key.revoked ? 'revoked' : 'active',
+          ]);
           process.stdout.write(table(['KEY_ID', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'STATUS'], rows));
         }
         return 0;

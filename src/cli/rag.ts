@@ -4,7 +4,13 @@ import { basename, extname, resolve } from 'node:path';
 import { ApiError } from '../errors.js';
 import { createKnowledgeBase } from '../rag/create.js';
 import { formatFromFileName, type DocumentFormat } from '../rag/extract.js';
-import { COLLECTION_PATTERN, DEFAULT_COLLECTION, type DocumentInput, type IngestResult, type KnowledgeBase } from '../rag/knowledge-base.js';
+import {
+  COLLECTION_PATTERN,
+  DEFAULT_COLLECTION,
+  type DocumentInput,
+  type IngestResult,
+  type KnowledgeBase,
+} from '../rag/knowledge-base.js';
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
@@ -38,7 +44,8 @@ async function readFiles(paths: string[], maxBytes: number): Promise<FileToAdd[]
     try {
       const info = await stat(path);
       if (!info.isFile()) problems.push(`${path}: not a file`);
-      else if (info.size > maxBytes) problems.push(`${path}: ${info.size} bytes is over the ${maxBytes}-byte document limit (rag.max_document_bytes)`);
+      else if (info.size > maxBytes)
+        problems.push(`${path}: ${info.size} bytes is over the ${maxBytes}-byte document limit (rag.max_document_bytes)`);
       else files.push({ path, format, content: await readFile(path, 'utf8') });
     } catch (error) {
       problems.push(`${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
@@ -49,7 +56,10 @@ async function readFiles(paths: string[], maxBytes: number): Promise<FileToAdd[]
 }
 
 /** A progress reporter: a redrawn bar on a terminal, one plain line per file otherwise. */
-function progressReporter(files: FileToAdd[], json: boolean): { update(done: number, total: number, result: IngestResult): void; finish(): void } {
+function progressReporter(
+  files: FileToAdd[],
+  json: boolean,
+): { update(done: number, total: number, result: IngestResult): void; finish(): void } {
   const tty = process.stderr.isTTY === true && !json;
   let drawn = false;
   return {
@@ -93,7 +103,10 @@ async function add(knowledge: KnowledgeBase, files: FileToAdd[], collection: str
   reporter.finish();
   const chunks = results.reduce((sum, result) => sum + result.chunks, 0);
   if (json) process.stdout.write(`${JSON.stringify({ collection, documents: results })}\n`);
-  else process.stdout.write(`indexed ${results.length} document${results.length === 1 ? '' : 's'} (${chunks} chunks) into collection "${collection}"\n`);
+  else
+    process.stdout.write(
+      `indexed ${results.length} document${results.length === 1 ? '' : 's'} (${chunks} chunks) into collection "${collection}"\n`,
+    );
   return 0;
 }
 
@@ -109,7 +122,8 @@ export async function runRag(argv: readonly string[]): Promise<number> {
   const usageExit = usageOnlyExit(sub, args, RAG_USAGE);
   if (usageExit !== undefined) return usageExit;
   const collection = args.options.get('collection');
-  if (collection !== undefined && !COLLECTION_PATTERN.test(collection)) throw new UsageError('--collection must be 1-64 letters, digits, "_" or "-"');
+  if (collection !== undefined && !COLLECTION_PATTERN.test(collection))
+    throw new UsageError('--collection must be 1-64 letters, digits, "_" or "-"');
   switch (sub) {
     case 'add': {
       if (args.positionals.length === 0) throw new UsageError('expected at least one FILE');
@@ -153,7 +167,10 @@ export async function runRag(argv: readonly string[]): Promise<number> {
         const stats = createKnowledgeBase(data.config, data.storage).stats();
         if (args.json) process.stdout.write(`${JSON.stringify(stats)}\n`);
         else {
-          const rows = Object.entries(stats).map(([key, value]) => [key, typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)]);
+          const rows = Object.entries(stats).map(([key, value]) => [
+            key,
+            typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value),
+          ]);
           process.stdout.write(table(['FIELD', 'VALUE'], rows));
         }
         return 0;

@@ -47,7 +47,13 @@ export async function runUsers(argv: readonly string[]): Promise<number> {
       return withDataDir(async (data) => {
         const users = data.users.list({ limit, after: args.options.get('after') });
         if (args.json) process.stdout.write(`${JSON.stringify({ users })}\n`);
-        else process.stdout.write(table(['USER_ID', 'PLAN', 'CREATED'], users.map((user) => [user.user_id, user.plan, user.created])));
+        else
+          process.stdout.write(
+            table(
+              ['USER_ID', 'PLAN', 'CREATED'],
+              users.map((user) => [user.user_id, user.plan, user.created]),
+            ),
+          );
         return 0;
       });
     }

@@ -14,7 +14,10 @@ function resolvePlans(file: ConfigFile): Pick<Config, 'plans' | 'anonymousPlan' 
   const plans: Record<string, PlanConfig> = file.plans ?? DEFAULT_PLANS;
   const anonymousPlan = file.anonymous_plan ?? 'free';
   const defaultPlan = file.default_plan ?? 'free';
-  for (const [key, plan] of [['anonymous_plan', anonymousPlan], ['default_plan', defaultPlan]] as const) {
+  for (const [key, plan] of [
+    ['anonymous_plan', anonymousPlan],
+    ['default_plan', defaultPlan],
+  ] as const) {
     if (!plans[plan]) throw new ConfigError(`${key}: plan "${plan}" is not defined in plans`);
   }
   return { plans, anonymousPlan, defaultPlan };
@@ -23,7 +26,14 @@ function resolvePlans(file: ConfigFile): Pick<Config, 'plans' | 'anonymousPlan' 
 /** The built-in model first, then the file's models (or those the environment registers). */
 function resolveModels(file: ConfigFile, env: NodeJS.ProcessEnv): Pick<Config, 'models' | 'defaultModel'> {
   const models: ModelConfig[] = [
-    { id: BUILTIN_MODEL_ID, provider: 'builtin', baseUrl: undefined, apiKey: undefined, upstreamModel: BUILTIN_MODEL_ID, thinkingBudget: 0 },
+    {
+      id: BUILTIN_MODEL_ID,
+      provider: 'builtin',
+      baseUrl: undefined,
+      apiKey: undefined,
+      upstreamModel: BUILTIN_MODEL_ID,
+      thinkingBudget: 0,
+    },
   ];
   const declared = file.models
     ? file.models.map((model) => ({
@@ -75,7 +85,13 @@ function resolveImages(file: ConfigFile, env: NodeJS.ProcessEnv): ImagesConfig {
       };
     case 'automatic1111':
       if (!images.base_url) throw new ConfigError('images.base_url: required for the automatic1111 provider');
-      return { provider: 'automatic1111', baseUrl: images.base_url, apiKey: secretFrom(env, images.api_key_env), model: images.model, timeoutMs };
+      return {
+        provider: 'automatic1111',
+        baseUrl: images.base_url,
+        apiKey: secretFrom(env, images.api_key_env),
+        model: images.model,
+        timeoutMs,
+      };
   }
 }
 
@@ -90,7 +106,9 @@ function resolveRag(file: ConfigFile, env: NodeJS.ProcessEnv): Config['rag'] {
     chunkOverlap,
     maxDocumentBytes: file.rag?.max_document_bytes ?? 512 * 1024,
     minScore: file.rag?.min_score ?? 0.5,
-    embeddings: embeddings ? { baseUrl: embeddings.base_url, model: embeddings.model, apiKey: secretFrom(env, embeddings.api_key_env) } : undefined,
+    embeddings: embeddings
+      ? { baseUrl: embeddings.base_url, model: embeddings.model, apiKey: secretFrom(env, embeddings.api_key_env) }
+      : undefined,
   };
 }
 

@@ -38,9 +38,7 @@ const RagSchema = v.strictObject({
   chunk_overlap: v.optional(NonNegativeInt),
   max_document_bytes: v.optional(PositiveInt),
   min_score: v.optional(v.pipe(v.number(), v.minValue(0))),
-  embeddings: v.optional(
-    v.strictObject({ base_url: Url, model: v.string(), api_key_env: v.optional(v.string()) }),
-  ),
+  embeddings: v.optional(v.strictObject({ base_url: Url, model: v.string(), api_key_env: v.optional(v.string()) })),
 });
 
 /** The config file's shape; every key is optional. */

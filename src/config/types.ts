@@ -30,7 +30,12 @@ export interface Config {
   costs: { chat: number; search: number; image: number };
   defaultModel: string;
   models: ModelConfig[];
-  search: { provider: 'local' | 'searxng' | 'brave' | 'tavily'; baseUrl: string | undefined; apiKey: string | undefined; timeoutMs: number };
+  search: {
+    provider: 'local' | 'searxng' | 'brave' | 'tavily';
+    baseUrl: string | undefined;
+    apiKey: string | undefined;
+    timeoutMs: number;
+  };
   images: ImagesConfig;
   rag: {
     chunkSize: number;

@@ -35,7 +35,11 @@ export class ChatPipeline {
     try {
       const conversation = await buildConversation(job, deps);
       if (hasEarlierTurns(job)) {
-        yield { type: 'progress', stage: 'history', message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns` };
+        yield {
+          type: 'progress',
+          stage: 'history',
+          message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
+        };
       }
       const gathered = yield* gatherSources(job, deps, signal);
       const generated = yield* generate(job, conversation.messages, gathered, answer, signal);

@@ -21,7 +21,13 @@ const Bcp47 = v.pipe(
   }, 'must be a BCP 47 language tag such as "en" or "fr-CA"'),
 );
 
-const Int = (min: number, max: number) => v.pipe(v.number(), v.integer('must be an integer'), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+const Int = (min: number, max: number) =>
+  v.pipe(
+    v.number(),
+    v.integer('must be an integer'),
+    v.minValue(min, `must be at least ${min}`),
+    v.maxValue(max, `must be at most ${max}`),
+  );
 
 const chatFields = {
   message: v.pipe(
@@ -43,14 +49,18 @@ const chatFields = {
       v.maxLength(100, 'must have at most 100 items'),
     ),
   ),
-  session_id: v.optional(v.pipe(v.string('must be a string'), v.regex(SESSION_ID_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_" or "-"'))),
+  session_id: v.optional(
+    v.pipe(v.string('must be a string'), v.regex(SESSION_ID_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_" or "-"')),
+  ),
   rag: v.optional(
     v.union(
       [v.boolean(), v.strictObject({ top_k: v.optional(Int(1, 20)), collection: v.optional(v.pipe(v.string(), v.minLength(1))) })],
       'must be a boolean or {top_k?, collection?}',
     ),
   ),
-  web_search: v.optional(v.union([v.boolean(), v.strictObject({ max_results: v.optional(Int(1, 10)) })], 'must be a boolean or {max_results?}')),
+  web_search: v.optional(
+    v.union([v.boolean(), v.strictObject({ max_results: v.optional(Int(1, 10)) })], 'must be a boolean or {max_results?}'),
+  ),
   deep_thinking: v.optional(v.boolean('must be a boolean')),
   language: v.optional(Bcp47),
   temperature: v.optional(v.pipe(v.number('must be a number'), v.minValue(0, 'must be at least 0'), v.maxValue(2, 'must be at most 2'))),
@@ -69,7 +79,9 @@ export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;
 /** Validates a parsed body; throws invalid_request with one detail per failing field. */
 export function parseChatRequest(body: unknown, withSearch: boolean): ChatRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new ApiError('invalid_request', 'The body must be a JSON object.', { details: [{ path: '(body)', message: 'must be an object' }] });
+    throw new ApiError('invalid_request', 'The body must be a JSON object.', {
+      details: [{ path: '(body)', message: 'must be an object' }],
+    });
   }
   return parseOrThrow(withSearch ? SearchChatRequestSchema : ChatRequestSchema, body, 'The chat request is not valid.');
 }

@@ -44,7 +44,12 @@ export async function* generate(
 ): AsyncGenerator<ChatEvent, Generated> {
   const { request, model, provider } = job;
   const deepThinking = request.deep_thinking ?? false;
-  const generating = (outputTokens: number): ChatEvent => ({ type: 'progress', stage: 'generating', message: `Generating with ${model.id}`, outputTokens });
+  const generating = (outputTokens: number): ChatEvent => ({
+    type: 'progress',
+    stage: 'generating',
+    message: `Generating with ${model.id}`,
+    outputTokens,
+  });
   // Stages are reported in order: with deep thinking, reasoning (if any) comes before the answer.
   let generatingReported = !deepThinking;
   if (generatingReported) yield generating(0);

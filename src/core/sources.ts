@@ -45,7 +45,8 @@ export async function* gatherSources(
       { topK: options.top_k ?? DEFAULT_TOP_K, ...(options.collection ? { collection: options.collection } : {}) },
       signal,
     );
-    for (const passage of passages) add({ kind: 'document', title: passage.title, ...(passage.url ? { url: passage.url } : {}), snippet: passage.text });
+    for (const passage of passages)
+      add({ kind: 'document', title: passage.title, ...(passage.url ? { url: passage.url } : {}), snippet: passage.text });
   }
 
   if (wantsSearch(job)) {

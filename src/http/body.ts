@@ -10,10 +10,7 @@ export interface BodyLimits {
   maxDepth: number;
 }
 
-type BodyState =
-  | { kind: 'reading' }
-  | { kind: 'complete'; body: Buffer }
-  | { kind: 'failed'; error: ApiError };
+type BodyState = { kind: 'reading' } | { kind: 'complete'; body: Buffer } | { kind: 'failed'; error: ApiError };
 
 /** Accumulates one request body; the handler awaits it only when it needs it. */
 export class BodyCollector {
@@ -57,7 +54,8 @@ export class BodyCollector {
 
   /** Called when the client went away mid-body. */
   abort(): void {
-    if (this.state.kind === 'reading') this.settle({ kind: 'failed', error: new ApiError('invalid_request', 'The client closed the connection.') });
+    if (this.state.kind === 'reading')
+      this.settle({ kind: 'failed', error: new ApiError('invalid_request', 'The client closed the connection.') });
   }
 
   /** True when a limit was passed and the rest of the body should not be read. */

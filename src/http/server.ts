@@ -61,8 +61,7 @@ class UwsContext implements HttpContext {
     readonly request: RequestSnapshot,
     private readonly body: BodyCollector,
     private readonly server: HttpServer,
-  ) {
-  }
+  ) {}
 
   get signal(): AbortSignal {
     if (!this.controller) {
@@ -276,12 +275,14 @@ export class HttpServer {
       path,
       route: lookup.kind === 'not_found' ? 'unmatched' : lookup.kind === 'found' ? lookup.match.route : lookup.route,
       get query() {
-        return (query ??= new URLSearchParams(rawQuery));
+        query ??= new URLSearchParams(rawQuery);
+        return query;
       },
       headers,
       params: lookup.kind === 'found' ? lookup.match.params : {},
       get clientAddress() {
-        return (clientAddress ??= server.clientAddress(response, headers));
+        clientAddress ??= server.clientAddress(response, headers);
+        return clientAddress;
       },
     };
     const body = this.attachBody(response, headers);

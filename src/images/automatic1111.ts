@@ -101,7 +101,10 @@ export class Automatic1111ImageProvider implements ImageProvider {
         const progress = typeof body.progress === 'number' && Number.isFinite(body.progress) ? Math.min(1, Math.max(0, body.progress)) : 0;
         if (progress > last && !signal.aborted) {
           last = progress;
-          const eta = typeof body.eta_relative === 'number' && Number.isFinite(body.eta_relative) && body.eta_relative >= 0 ? body.eta_relative : undefined;
+          const eta =
+            typeof body.eta_relative === 'number' && Number.isFinite(body.eta_relative) && body.eta_relative >= 0
+              ? body.eta_relative
+              : undefined;
           onProgress({ progress, etaSeconds: eta });
         }
       } catch {

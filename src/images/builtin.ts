@@ -158,7 +158,15 @@ export function drawComposition(prompt: string, index: number, width: number, he
 
   const waves = 1 + Math.floor(random() * 2);
   for (let i = 0; i < waves; i += 1) {
-    canvas.wave(0.2 + random() * 0.6, 0.03 + random() * 0.12, 0.5 + random() * 2.5, random() * Math.PI * 2, 0.02 + random() * 0.06, pick(), 0.35 + random() * 0.3);
+    canvas.wave(
+      0.2 + random() * 0.6,
+      0.03 + random() * 0.12,
+      0.5 + random() * 2.5,
+      random() * Math.PI * 2,
+      0.02 + random() * 0.06,
+      pick(),
+      0.35 + random() * 0.3,
+    );
   }
   const bars = Math.floor(random() * 3);
   for (let i = 0; i < bars; i += 1) {
@@ -180,7 +188,15 @@ export function encodePng(canvas: { width: number; height: number; pixels: Buffe
   return new Promise((resolve, reject) => {
     // Fixed Sub filtering is far cheaper than pngjs's per-row adaptive choice and compresses
     // smooth gradients well; RGB output drops the alpha channel nobody needs.
-    const png = new PNG({ width: canvas.width, height: canvas.height, colorType: 2, inputColorType: 2, inputHasAlpha: false, filterType: 1, deflateLevel: 6 });
+    const png = new PNG({
+      width: canvas.width,
+      height: canvas.height,
+      colorType: 2,
+      inputColorType: 2,
+      inputHasAlpha: false,
+      filterType: 1,
+      deflateLevel: 6,
+    });
     png.data = canvas.pixels;
     const chunks: Buffer[] = [];
     png

@@ -11,7 +11,12 @@ export function createImageProvider(images: Readonly<Config['images']>): ImagePr
     case 'openai':
       return new OpenAiImageProvider({ baseUrl: images.baseUrl, apiKey: images.apiKey, model: images.model, timeoutMs: images.timeoutMs });
     case 'automatic1111':
-      return new Automatic1111ImageProvider({ baseUrl: images.baseUrl, apiKey: images.apiKey, model: images.model, timeoutMs: images.timeoutMs });
+      return new Automatic1111ImageProvider({
+        baseUrl: images.baseUrl,
+        apiKey: images.apiKey,
+        model: images.model,
+        timeoutMs: images.timeoutMs,
+      });
     case 'builtin':
       return new BuiltinImageProvider();
   }

@@ -41,7 +41,8 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * size from its header. Anything that is not a PNG is refused as an upstream error.
  */
 export function imageFromBase64(value: unknown, label: string): GeneratedImage {
-  if (typeof value !== 'string') throw new ApiError('upstream_error', `The image provider (${label}) sent an image entry without base64 data.`);
+  if (typeof value !== 'string')
+    throw new ApiError('upstream_error', `The image provider (${label}) sent an image entry without base64 data.`);
   // Some servers answer with a data URL; the payload after the comma is the same base64.
   const payload = (value.startsWith('data:') ? value.slice(value.indexOf(',') + 1) : value).replace(/\s+/g, '');
   if (!BASE64.test(payload)) throw new ApiError('upstream_error', `The image provider (${label}) sent image data that is not base64.`);

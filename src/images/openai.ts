@@ -35,7 +35,13 @@ export class OpenAiImageProvider implements ImageProvider {
       method: 'POST',
       url: this.url,
       headers: this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {},
-      body: { model: this.model, prompt: request.prompt, n: request.n, size: `${request.width}x${request.height}`, response_format: 'b64_json' },
+      body: {
+        model: this.model,
+        prompt: request.prompt,
+        n: request.n,
+        size: `${request.width}x${request.height}`,
+        response_format: 'b64_json',
+      },
       signal,
       timeoutMs: this.options.timeoutMs,
     });

@@ -30,7 +30,9 @@ const ImageBodySchema = v.strictObject({
 /** Validates a parsed body against the contract and the configured provider's model id. */
 export function parseImageRequest(body: unknown, provider: ImageProvider): ImageRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new ApiError('invalid_request', 'The image request is not valid.', { details: [{ path: '(body)', message: 'must be a JSON object' }] });
+    throw new ApiError('invalid_request', 'The image request is not valid.', {
+      details: [{ path: '(body)', message: 'must be a JSON object' }],
+    });
   }
   const { prompt, size = '1024x1024', n = 1, model } = parseOrThrow(ImageBodySchema, body, 'The image request is not valid.');
   if (model !== undefined && model !== provider.model) {

@@ -21,7 +21,12 @@ const StreamFrame = v.looseObject({
   type: v.optional(v.string()),
   message: v.optional(v.looseObject({ usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })) })),
   delta: v.optional(
-    v.looseObject({ type: v.optional(v.string()), text: v.optional(v.string()), thinking: v.optional(v.string()), stop_reason: v.nullish(v.string()) }),
+    v.looseObject({
+      type: v.optional(v.string()),
+      text: v.optional(v.string()),
+      thinking: v.optional(v.string()),
+      stop_reason: v.nullish(v.string()),
+    }),
   ),
   usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })),
   error: v.optional(v.looseObject({ type: v.optional(v.string()) })),
@@ -97,7 +102,8 @@ export class AnthropicProvider implements ChatProvider {
             break;
           case 'content_block_delta':
             if (frame.delta?.type === 'text_delta' && frame.delta.text) events.push({ type: 'delta', text: frame.delta.text });
-            else if (frame.delta?.type === 'thinking_delta' && frame.delta.thinking) events.push({ type: 'thinking', text: frame.delta.thinking });
+            else if (frame.delta?.type === 'thinking_delta' && frame.delta.thinking)
+              events.push({ type: 'thinking', text: frame.delta.thinking });
             break;
           case 'message_delta':
             if (frame.delta?.stop_reason !== undefined) finish = anthropicFinish(frame.delta.stop_reason);
@@ -110,7 +116,9 @@ export class AnthropicProvider implements ChatProvider {
           case 'error': {
             const kind = frame.error?.type ?? 'error';
             const message =
-              kind === 'overloaded_error' ? 'The anthropic upstream is overloaded; try again shortly.' : 'The anthropic upstream reported an error in the middle of the reply.';
+              kind === 'overloaded_error'
+                ? 'The anthropic upstream is overloaded; try again shortly.'
+                : 'The anthropic upstream reported an error in the middle of the reply.';
             failure = new UpstreamError('upstream_error', message, `stream_${kind}`);
             break;
           }

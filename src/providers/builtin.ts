@@ -9,9 +9,10 @@ import { abortableSleep } from '../upstream/abortable-sleep.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
 const STOPWORDS = new Set(
-  ('a an and are as at be but by can de did do does for from had has have how i if in into is it its la le me my no not of on or our ' +
-    'she so than that the their them then there these they this to un une us was we were what when where which who why will with you your')
-    .split(' '),
+  (
+    'a an and are as at be but by can de did do does for from had has have how i if in into is it its la le me my no not of on or our ' +
+    'she so than that the their them then there these they this to un une us was we were what when where which who why will with you your'
+  ).split(' '),
 );
 /** Sentences quoted at most; enough to answer, short enough to read. */
 const MAX_SENTENCES = 3;
@@ -19,7 +20,9 @@ const MAX_SENTENCES = 3;
 /** Lower-cased content words with a light plural strip, so "indexes" meets "index". */
 export function contentTerms(text: string): string[] {
   const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
-  return words.filter((word) => word.length > 1 && !STOPWORDS.has(word)).map((word) => (word.length > 3 ? word.replace(/(es|s)$/, '') : word));
+  return words
+    .filter((word) => word.length > 1 && !STOPWORDS.has(word))
+    .map((word) => (word.length > 3 ? word.replace(/(es|s)$/, '') : word));
 }
 
 /** A rough token count (about four characters per token) for usage when nothing better exists. */
@@ -119,7 +122,8 @@ export class BuiltinProvider implements ChatProvider {
 
   async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const { thinking, answer } = composeAnswer(request);
-    const prompt = request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
+    const prompt =
+      request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
     const words = answer.match(/\S+\s*/g) ?? [];
     const limit = Math.min(words.length, request.maxTokens ?? Number.POSITIVE_INFINITY);
     const opening: ProviderEvent[] = request.deepThinking ? [{ type: 'thinking', text: thinking }] : [];

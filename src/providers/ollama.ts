@@ -92,7 +92,11 @@ export class OllamaProvider implements ChatProvider {
     if (!finished) throw truncatedStream('ollama');
     yield [
       ...splitter.flush(),
-      { type: 'finish', reason: ollamaFinish(finished.done_reason), usage: { inputTokens: finished.prompt_eval_count ?? 0, outputTokens: finished.eval_count ?? 0 } },
+      {
+        type: 'finish',
+        reason: ollamaFinish(finished.done_reason),
+        usage: { inputTokens: finished.prompt_eval_count ?? 0, outputTokens: finished.eval_count ?? 0 },
+      },
     ];
   }
 }

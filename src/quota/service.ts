@@ -75,9 +75,9 @@ export function createQuotaService(
         stamp: result,
         durable: taken.durable,
         refund: () => {
-          refunded ??= counters.giveBack(caller.id, window.start, cost).then((used) =>
-            used === undefined ? result : stamp(name, planConfig.quota, used, window.end, clock()),
-          );
+          refunded ??= counters
+            .giveBack(caller.id, window.start, cost)
+            .then((used) => (used === undefined ? result : stamp(name, planConfig.quota, used, window.end, clock())));
           return refunded;
         },
       };

@@ -80,7 +80,8 @@ export function scoreBm25(
 /** The `limit` highest scores, best first, without sorting every candidate. */
 function topHits(scores: Map<string, number>, limit: number): LexicalHit[] {
   const best: LexicalHit[] = [];
-  const better = (left: LexicalHit, right: LexicalHit) => left.score > right.score || (left.score === right.score && left.chunkId < right.chunkId);
+  const better = (left: LexicalHit, right: LexicalHit) =>
+    left.score > right.score || (left.score === right.score && left.chunkId < right.chunkId);
   for (const [chunkId, score] of scores) {
     const hit = { chunkId, score };
     if (best.length === limit && !better(hit, best[best.length - 1]!)) continue;

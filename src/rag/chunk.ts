@@ -58,7 +58,9 @@ function units(paragraphs: string[], limit: number): Unit[] {
       if (sentence.length <= limit) pieces.push(sentence);
       else pieces.push(...splitAtWords(sentence, limit));
     }
-    pieces.forEach((text, index) => result.push({ text, paragraphEnd: index === pieces.length - 1 }));
+    pieces.forEach((text, index) => {
+      result.push({ text, paragraphEnd: index === pieces.length - 1 });
+    });
   }
   return result;
 }

@@ -7,10 +7,19 @@ import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
 
 /** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
-export function createKnowledgeBase(config: Readonly<Config>, storage: LmdbStorage, deps: { logger?: Logger; metrics?: Pick<Metrics, 'retrievalDuration'> } = {}): KnowledgeBase {
+export function createKnowledgeBase(
+  config: Readonly<Config>,
+  storage: LmdbStorage,
+  deps: { logger?: Logger; metrics?: Pick<Metrics, 'retrievalDuration'> } = {},
+): KnowledgeBase {
   const embeddings = config.rag.embeddings;
   const embedder = embeddings
-    ? new OpenAiEmbedder({ baseUrl: embeddings.baseUrl, model: embeddings.model, apiKey: embeddings.apiKey, timeoutMs: config.upstream.firstByteTimeoutMs })
+    ? new OpenAiEmbedder({
+        baseUrl: embeddings.baseUrl,
+        model: embeddings.model,
+        apiKey: embeddings.apiKey,
+        timeoutMs: config.upstream.firstByteTimeoutMs,
+      })
     : undefined;
   return new KnowledgeBase(storage, {
     chunkSize: config.rag.chunkSize,

@@ -79,7 +79,8 @@ export class OpenAiEmbedder implements Embedder {
       if (error instanceof ApiError) throw error;
       throw new ApiError('invalid_request', 'The request was cancelled.');
     }
-    if (reply.status < 200 || reply.status >= 300) throw new ApiError('upstream_error', `The embeddings upstream answered ${reply.status}.`);
+    if (reply.status < 200 || reply.status >= 300)
+      throw new ApiError('upstream_error', `The embeddings upstream answered ${reply.status}.`);
     if (reply.json === undefined) throw new ApiError('upstream_error', UNREACHABLE);
     // A JSON `null` reply is a wrong shape like any other, not a crash.
     const body = (reply.json ?? {}) as EmbeddingsResponse;
@@ -91,11 +92,16 @@ export class OpenAiEmbedder implements Embedder {
     let dimensions: number | undefined;
     return ordered.map((item) => {
       const embedding = item.embedding;
-      if (!Array.isArray(embedding) || embedding.length === 0 || !embedding.every((value) => typeof value === 'number' && Number.isFinite(value))) {
+      if (
+        !Array.isArray(embedding) ||
+        embedding.length === 0 ||
+        !embedding.every((value) => typeof value === 'number' && Number.isFinite(value))
+      ) {
         throw new ApiError('upstream_error', 'The embeddings upstream returned a malformed vector.');
       }
       dimensions ??= embedding.length;
-      if (embedding.length !== dimensions) throw new ApiError('upstream_error', 'The embeddings upstream returned vectors of different sizes.');
+      if (embedding.length !== dimensions)
+        throw new ApiError('upstream_error', 'The embeddings upstream returned vectors of different sizes.');
       return normalise(embedding as number[]);
     });
   }

@@ -71,7 +71,9 @@ export interface PrepareOptions {
 export async function prepareDocument(input: DocumentInput, options: PrepareOptions, signal?: AbortSignal): Promise<PreparedDocument> {
   const collection = input.collection ?? DEFAULT_COLLECTION;
   if (!COLLECTION_PATTERN.test(collection)) {
-    throw new ApiError('invalid_request', undefined, { details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }] });
+    throw new ApiError('invalid_request', undefined, {
+      details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }],
+    });
   }
   const format = input.format ?? 'text';
   const extracted = extractText(input.text, format);
@@ -144,7 +146,13 @@ export class IndexWriter {
       total_length: corpus.total_length + totalLength,
       last_indexed: now,
     } satisfies CorpusRecord);
-    return { document_id: prepared.id, collection: prepared.collection, title: prepared.title, chunks: prepared.pieces.length, replaced: existing !== undefined };
+    return {
+      document_id: prepared.id,
+      collection: prepared.collection,
+      title: prepared.title,
+      chunks: prepared.pieces.length,
+      replaced: existing !== undefined,
+    };
   }
 
   /** Removes a document and everything indexed for it. */
@@ -169,7 +177,12 @@ export class IndexWriter {
     if (collection) {
       const remaining = collection.documents - 1;
       if (remaining <= 0) collections.remove(document.collection);
-      else collections.put(document.collection, { documents: remaining, chunks: Math.max(0, collection.chunks - document.chunks), code: collection.code });
+      else
+        collections.put(document.collection, {
+          documents: remaining,
+          chunks: Math.max(0, collection.chunks - document.chunks),
+          code: collection.code,
+        });
     }
     const corpus = readCorpus(this.databases);
     meta.put('corpus', {

@@ -11,8 +11,22 @@
 import type { Logger } from '../logger.js';
 import type { LmdbStorage } from '../store/lmdb.js';
 import type { Embedder } from './embeddings.js';
-import { openRagDatabases, summarise, type CollectionSummary, type DocumentRecord, type DocumentSummary, type RagDatabases } from './index-store.js';
-import { IndexWriter, prepareDocument, type DocumentInput, type IngestResult, type PreparedDocument, type ProgressListener } from './ingestion.js';
+import {
+  openRagDatabases,
+  summarise,
+  type CollectionSummary,
+  type DocumentRecord,
+  type DocumentSummary,
+  type RagDatabases,
+} from './index-store.js';
+import {
+  IndexWriter,
+  prepareDocument,
+  type DocumentInput,
+  type IngestResult,
+  type PreparedDocument,
+  type ProgressListener,
+} from './ingestion.js';
 import { retrievePassages, type RetrievalContext } from './retrieval.js';
 import { RetrievalCounters, ragStats, type RagStats } from './retrieval-stats.js';
 import type { Passage, Retriever } from './types.js';
@@ -99,7 +113,10 @@ export class KnowledgeBase implements Retriever {
    * Indexes many documents, committing in batches of `batchSize` (fewer transactions, and readers
    * see progress). Calls `onProgress` after each document.
    */
-  async addMany(inputs: DocumentInput[], options: { batchSize?: number; onProgress?: ProgressListener; signal?: AbortSignal } = {}): Promise<IngestResult[]> {
+  async addMany(
+    inputs: DocumentInput[],
+    options: { batchSize?: number; onProgress?: ProgressListener; signal?: AbortSignal } = {},
+  ): Promise<IngestResult[]> {
     const batchSize = options.batchSize ?? 64;
     const results: IngestResult[] = [];
     for (let start = 0; start < inputs.length; start += batchSize) {
@@ -175,7 +192,10 @@ export class KnowledgeBase implements Retriever {
     if (collection !== undefined) {
       const start = `${collection}\u0000${after ? `${after}\u0000` : ''}`;
       const ids = Array.from(byCollection.getKeys({ start, end: `${collection}\u0001`, limit }), (key) => key.slice(collection.length + 1));
-      return ids.map((id) => documents.get(id)).filter((record): record is DocumentRecord => record !== undefined).map(summarise);
+      return ids
+        .map((id) => documents.get(id))
+        .filter((record): record is DocumentRecord => record !== undefined)
+        .map(summarise);
     }
     const start = after ? `${after}\u0000` : undefined;
     return Array.from(documents.getRange({ start, limit }), ({ value }) => summarise(value));
@@ -183,7 +203,11 @@ export class KnowledgeBase implements Retriever {
 
   /** Every collection with its counts. */
   collections(): CollectionSummary[] {
-    return Array.from(this.databases.collections.getRange({ limit: 10_000 }), ({ key, value }) => ({ name: key, documents: value.documents, chunks: value.chunks }));
+    return Array.from(this.databases.collections.getRange({ limit: 10_000 }), ({ key, value }) => ({
+      name: key,
+      documents: value.documents,
+      chunks: value.chunks,
+    }));
   }
 
   /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */

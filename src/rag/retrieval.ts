@@ -75,7 +75,14 @@ export async function retrievePassages(
     if (!titles.has(chunk.document_id)) titles.set(chunk.document_id, databases.documents.get(chunk.document_id));
     const document = titles.get(chunk.document_id);
     if (!document) continue;
-    passages.push({ documentId: document.id, chunkId: chunkIdFor(document.id, chunk.ordinal), title: document.title, url: document.url, text: chunk.text, score: round(hit.score, 6) });
+    passages.push({
+      documentId: document.id,
+      chunkId: chunkIdFor(document.id, chunk.ordinal),
+      title: document.title,
+      url: document.url,
+      text: chunk.text,
+      score: round(hit.score, 6),
+    });
   }
   return passages;
 }

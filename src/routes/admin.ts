@@ -14,7 +14,6 @@ import type { Services } from '../services.js';
 import { nextAfter, pageQuery } from './paging.js';
 import { requireAdmin } from './admit.js';
 
-
 function userView(user: UserRecord): { user_id: string; plan: string; created: string } {
   return { user_id: user.user_id, plan: user.plan, created: user.created };
 }

@@ -54,7 +54,12 @@ export interface AdmittedChat {
 }
 
 /** Caller, body, model, quota for the chat routes; each failure is an ordinary JSON error. */
-export async function admitChat(services: Services, registry: ProviderRegistry, context: HttpContext, kind: ChatKind): Promise<AdmittedChat> {
+export async function admitChat(
+  services: Services,
+  registry: ProviderRegistry,
+  context: HttpContext,
+  kind: ChatKind,
+): Promise<AdmittedChat> {
   const acceptedAt = performance.now();
   const caller = await identify(services, context);
   const request = parseChatRequest(await context.readJson(), kind === 'search');

@@ -104,8 +104,14 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
     const { events, observer } = observed(admitted, context.signal);
     const prelude = await runPrelude(events, admitted, { untilSources: wantsSearch(admitted.job) });
     if (context.signal.aborted) return;
-    await replyStream(context, admitted, events, prelude, observer, { contentType: 'text/event-stream; charset=utf-8', heartbeat: SSE_HEARTBEAT }, (event) =>
-      encoder.encode(event),
+    await replyStream(
+      context,
+      admitted,
+      events,
+      prelude,
+      observer,
+      { contentType: 'text/event-stream; charset=utf-8', heartbeat: SSE_HEARTBEAT },
+      (event) => encoder.encode(event),
     );
   };
 
@@ -114,7 +120,9 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
     const { events, observer } = observed(admitted, context.signal);
     const prelude = await runPrelude(events, admitted, { untilSources: false });
     if (context.signal.aborted) return;
-    await replyStream(context, admitted, events, prelude, observer, { contentType: 'application/x-ndjson; charset=utf-8' }, (event) => encoder.encode(event));
+    await replyStream(context, admitted, events, prelude, observer, { contentType: 'application/x-ndjson; charset=utf-8' }, (event) =>
+      encoder.encode(event),
+    );
   };
 
   const admit = (context: HttpContext, kind: ChatKind) => admitChat(services, registry, context, kind);

@@ -47,7 +47,8 @@ async function generate(
     const outcome = cancelled ? 'cancelled' : code;
     services.metrics.imageDuration.observe({ provider: provider.name, outcome }, (performance.now() - started) / 1000);
     if (!cancelled && provider.name !== 'builtin') services.metrics.upstreamErrors.inc({ provider: provider.name, code });
-    if (!cancelled) services.logger.warn({ provider: provider.name, code, ms: Math.round(performance.now() - started) }, 'image generation failed');
+    if (!cancelled)
+      services.logger.warn({ provider: provider.name, code, ms: Math.round(performance.now() - started) }, 'image generation failed');
     throw error;
   }
 }
@@ -107,7 +108,7 @@ function elapsed(started: number): number {
 }
 
 function wantsNdjson(accept: string | undefined): boolean {
-  return accept !== undefined && accept.toLowerCase().includes(NDJSON);
+  return accept?.toLowerCase().includes(NDJSON) ?? false;
 }
 
 async function streamImages(
@@ -180,7 +181,11 @@ export function imageRoutes(services: Services): Route[] {
           images = await generate(services, request, context.signal);
         } catch (error) {
           const refunded = await reservation.refund();
-          if (error instanceof ApiError) throw new ApiError(error.code, error.message, { details: error.details, headers: { ...error.headers, ...rateLimitHeaders(refunded) } });
+          if (error instanceof ApiError)
+            throw new ApiError(error.code, error.message, {
+              details: error.details,
+              headers: { ...error.headers, ...rateLimitHeaders(refunded) },
+            });
           throw error;
         }
         await reservation.durable;

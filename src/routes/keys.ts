@@ -12,7 +12,6 @@ import { identify } from './admit.js';
 
 const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
 
-
 /** The caller, who must be a user with a key: anonymous callers have no keys, the admin uses the admin API. */
 async function keyOwner(services: Services, context: HttpContext): Promise<Extract<Caller, { kind: 'user' }>> {
   const caller = await identify(services, context);

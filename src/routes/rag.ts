@@ -19,7 +19,10 @@ const CollectionSchema = v.pipe(v.string(), v.regex(COLLECTION_PATTERN, 'must be
 
 const IngestBody = v.strictObject({
   title: v.pipe(v.string(), v.trim(), v.minLength(1, 'must not be empty'), v.maxLength(300, 'must be at most 300 characters')),
-  text: v.pipe(v.string(), v.check((text) => text.trim().length > 0, 'must not be empty')),
+  text: v.pipe(
+    v.string(),
+    v.check((text) => text.trim().length > 0, 'must not be empty'),
+  ),
   url: v.optional(v.pipe(v.string(), v.maxLength(2048, 'must be at most 2048 characters'), v.url('must be an absolute URL'))),
   collection: v.optional(CollectionSchema),
   format: v.optional(v.picklist(['text', 'markdown', 'html'], 'must be one of text, markdown, html')),
@@ -30,7 +33,9 @@ function collectionFromQuery(context: HttpContext): string | undefined {
   const value = context.request.query.get('collection');
   if (value === null) return undefined;
   if (!COLLECTION_PATTERN.test(value)) {
-    throw new ApiError('invalid_request', undefined, { details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }] });
+    throw new ApiError('invalid_request', undefined, {
+      details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }],
+    });
   }
   return value;
 }
@@ -53,7 +58,10 @@ export function ragRoutes(services: Services): Route[] {
         const body = parseWith(IngestBody, await context.readJson());
         const bytes = Buffer.byteLength(body.text, 'utf8');
         if (bytes > maxBytes) {
-          throw new ApiError('payload_too_large', `The document text is ${bytes} bytes; the limit is ${maxBytes} bytes (rag.max_document_bytes).`);
+          throw new ApiError(
+            'payload_too_large',
+            `The document text is ${bytes} bytes; the limit is ${maxBytes} bytes (rag.max_document_bytes).`,
+          );
         }
         const result = await knowledge.add(
           { title: body.title, text: body.text, url: body.url, collection: body.collection ?? DEFAULT_COLLECTION, format: body.format },
@@ -61,7 +69,13 @@ export function ragRoutes(services: Services): Route[] {
         );
         context.json(
           201,
-          { document_id: result.document_id, chunks: result.chunks, collection: result.collection, title: result.title, replaced: result.replaced },
+          {
+            document_id: result.document_id,
+            chunks: result.chunks,
+            collection: result.collection,
+            title: result.title,
+            replaced: result.replaced,
+          },
           NO_STORE,
         );
       },
@@ -99,7 +113,10 @@ export function ragRoutes(services: Services): Route[] {
         const collection = collectionFromQuery(context);
         if (collection !== undefined) requireCollection(collection);
         if (!DOCUMENT_ID_PATTERN.test(id) || !knowledge.remove(id, collection)) {
-          throw new ApiError('not_found', collection === undefined ? 'No document with this id.' : `No document with this id in collection "${collection}".`);
+          throw new ApiError(
+            'not_found',
+            collection === undefined ? 'No document with this id.' : `No document with this id in collection "${collection}".`,
+          );
         }
         context.json(200, { document_id: id, deleted: true }, NO_STORE);
       },

@@ -10,7 +10,6 @@ import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
 import { identify } from './admit.js';
 
-
 function sessionId(value: string | undefined): string {
   if (value === undefined || !SESSION_ID_PATTERN.test(value)) {
     throw new ApiError('invalid_request', 'The request is not valid.', {

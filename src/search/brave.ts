@@ -6,7 +6,16 @@
  */
 import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import { asRecord, callUpstream, endpoint, safeUpstreamCode, shapeError, statusError, toSearchResults, type UpstreamDeps } from './upstream.js';
+import {
+  asRecord,
+  callUpstream,
+  endpoint,
+  safeUpstreamCode,
+  shapeError,
+  statusError,
+  toSearchResults,
+  type UpstreamDeps,
+} from './upstream.js';
 
 /** Brave's maximum `count` for web search. */
 const BRAVE_MAX_COUNT = 20;

@@ -33,13 +33,19 @@ export function createSearchProvider(config: Config['search'], deps: SearchDeps)
       break;
     case 'brave':
       provider = new BraveSearch(
-        { baseUrl: required(config.baseUrl, 'search.base_url', 'brave'), apiKey: required(config.apiKey, 'search.api_key_env (default BRAVE_API_KEY)', 'brave') },
+        {
+          baseUrl: required(config.baseUrl, 'search.base_url', 'brave'),
+          apiKey: required(config.apiKey, 'search.api_key_env (default BRAVE_API_KEY)', 'brave'),
+        },
         upstream,
       );
       break;
     case 'tavily':
       provider = new TavilySearch(
-        { baseUrl: required(config.baseUrl, 'search.base_url', 'tavily'), apiKey: required(config.apiKey, 'search.api_key_env (default TAVILY_API_KEY)', 'tavily') },
+        {
+          baseUrl: required(config.baseUrl, 'search.base_url', 'tavily'),
+          apiKey: required(config.apiKey, 'search.api_key_env (default TAVILY_API_KEY)', 'tavily'),
+        },
         upstream,
       );
       break;

@@ -14,7 +14,27 @@ const QUERY_MAX_WORDS = 50;
 // Elements whose text is never part of what a reader sees.
 const HIDDEN_ELEMENTS = new Set(['script', 'style', 'noscript', 'template']);
 // Block elements: their boundaries become spaces so `a</p><p>b` does not glue words together.
-const BLOCK_ELEMENTS = new Set(['p', 'div', 'br', 'li', 'ul', 'ol', 'tr', 'td', 'th', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'section', 'article', 'blockquote', 'pre']);
+const BLOCK_ELEMENTS = new Set([
+  'p',
+  'div',
+  'br',
+  'li',
+  'ul',
+  'ol',
+  'tr',
+  'td',
+  'th',
+  'h1',
+  'h2',
+  'h3',
+  'h4',
+  'h5',
+  'h6',
+  'section',
+  'article',
+  'blockquote',
+  'pre',
+]);
 
 /** Text content of an HTML fragment with entities decoded and hidden elements dropped. */
 export function htmlToText(html: string): string {

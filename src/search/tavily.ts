@@ -31,11 +31,22 @@ export class TavilySearch implements SearchProvider {
   async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
-    const body = JSON.stringify({ query: q, max_results: Math.min(TAVILY_MAX_RESULTS, Math.max(1, options.maxResults)), search_depth: 'basic' });
+    const body = JSON.stringify({
+      query: q,
+      max_results: Math.min(TAVILY_MAX_RESULTS, Math.max(1, options.maxResults)),
+      search_depth: 'basic',
+    });
     const headers = { accept: 'application/json', 'content-type': 'application/json', authorization: `Bearer ${this.options.apiKey}` };
-    const reply = await callUpstream({ provider: this.name, url: endpoint(this.options.baseUrl, 'search'), method: 'POST', headers, body }, this.deps, signal);
+    const reply = await callUpstream(
+      { provider: this.name, url: endpoint(this.options.baseUrl, 'search'), method: 'POST', headers, body },
+      this.deps,
+      signal,
+    );
     if (reply.status === 432 || reply.status === 433) {
-      throw new ApiError('upstream_error', `The search provider (tavily) refused the request because the account's usage limit is reached (HTTP ${reply.status}).`);
+      throw new ApiError(
+        'upstream_error',
+        `The search provider (tavily) refused the request because the account's usage limit is reached (HTTP ${reply.status}).`,
+      );
     }
     if (reply.status < 200 || reply.status >= 300) throw statusError(this.name, reply.status, undefined);
     const results = asRecord(reply.json)?.results;

@@ -60,10 +60,18 @@ export function safeUpstreamCode(value: unknown): string | undefined {
  * The ApiError for a non-2xx reply. `credentialCodes` lists upstream error codes that mean the key
  * was refused even though the status says otherwise (Brave answers a bad key with 422).
  */
-export function statusError(provider: string, status: number, upstreamCode: string | undefined, credentialCodes: readonly string[] = []): ApiError {
+export function statusError(
+  provider: string,
+  status: number,
+  upstreamCode: string | undefined,
+  credentialCodes: readonly string[] = [],
+): ApiError {
   const label = `HTTP ${status}${upstreamCode ? ` ${upstreamCode}` : ''}`;
   if (status >= 300 && status < 400) {
-    return new ApiError('upstream_error', `The search provider (${provider}) answered with a redirect (${label}), which is not followed; check search.base_url.`);
+    return new ApiError(
+      'upstream_error',
+      `The search provider (${provider}) answered with a redirect (${label}), which is not followed; check search.base_url.`,
+    );
   }
   if (status === 401 || status === 403 || (upstreamCode !== undefined && credentialCodes.includes(upstreamCode))) {
     return new ApiError('upstream_error', `The search provider (${provider}) refused the configured credentials (${label}).`);
@@ -100,7 +108,15 @@ export function stringField(record: Record<string, unknown>, key: string): strin
 export function toSearchResults(items: unknown[], snippetField: string, maxResults: number): SearchResult[] {
   return dedupeResults(
     items.map(asRecord).flatMap((item) =>
-      item ? [{ title: cleanTitle(stringField(item, 'title')), url: stringField(item, 'url').trim(), snippet: cleanSnippet(stringField(item, snippetField)) }] : [],
+      item
+        ? [
+            {
+              title: cleanTitle(stringField(item, 'title')),
+              url: stringField(item, 'url').trim(),
+              snippet: cleanSnippet(stringField(item, snippetField)),
+            },
+          ]
+        : [],
     ),
     maxResults,
   );

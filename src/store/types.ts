@@ -135,4 +135,3 @@ export interface QuotaCounterStore {
   /** Units used in the given window (0 when the stored counter belongs to an older one). */
   used(subject: string, windowStart: number): number;
 }
-

@@ -15,7 +15,11 @@ function* slices(chunk: Uint8Array): Generator<Uint8Array> {
 }
 
 /** Server-Sent Events of an upstream body, parsed by eventsource-parser, yielded as batches. */
-export async function* sseFrames(body: AsyncIterable<Uint8Array>, subject: string, maxFrameBytes: number): AsyncGenerator<EventSourceMessage[]> {
+export async function* sseFrames(
+  body: AsyncIterable<Uint8Array>,
+  subject: string,
+  maxFrameBytes: number,
+): AsyncGenerator<EventSourceMessage[]> {
   const decoder = new TextDecoder('utf-8');
   let batch: EventSourceMessage[] = [];
   let tooLarge = false;

@@ -83,7 +83,10 @@ export async function callJson(request: JsonCallRequest): Promise<JsonReply> {
   } catch (error) {
     if (controller.signal.reason instanceof DeadlineReached) {
       outcome = 'timeout';
-      throw new ApiError('upstream_timeout', request.wording?.timeout ?? `${request.subject} did not answer within ${request.timeoutMs} ms.`);
+      throw new ApiError(
+        'upstream_timeout',
+        request.wording?.timeout ?? `${request.subject} did not answer within ${request.timeoutMs} ms.`,
+      );
     }
     if (signal?.aborted) {
       outcome = 'aborted';

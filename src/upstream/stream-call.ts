@@ -189,7 +189,11 @@ export class UpstreamClient {
     }
   }
 
-  private async attempt(call: StreamCall, payload: string, signal: AbortSignal): Promise<{ reply: Dispatcher.ResponseData; clock: AttemptClock }> {
+  private async attempt(
+    call: StreamCall,
+    payload: string,
+    signal: AbortSignal,
+  ): Promise<{ reply: Dispatcher.ResponseData; clock: AttemptClock }> {
     const clock = new AttemptClock(signal);
     // Connect has its own timeout in the pool; this one covers headers and the first body byte.
     clock.arm('first_byte', this.settings.connectTimeoutMs + this.settings.firstByteTimeoutMs);

@@ -26,7 +26,11 @@ export type TimeoutPhase = 'connect' | 'first_byte' | 'idle';
 /** The upstream did not connect, start answering, or keep answering in time. */
 export function timeoutError(subject: string, phase: TimeoutPhase): UpstreamError {
   const what =
-    phase === 'connect' ? 'could not be reached in time' : phase === 'first_byte' ? 'did not start answering in time' : 'stopped sending in the middle of the reply';
+    phase === 'connect'
+      ? 'could not be reached in time'
+      : phase === 'first_byte'
+        ? 'did not start answering in time'
+        : 'stopped sending in the middle of the reply';
   return new UpstreamError('upstream_timeout', `The ${subject} upstream ${what}.`, `timeout_${phase}`, phase === 'connect');
 }
 
@@ -35,7 +39,8 @@ export function statusError(subject: string, status: number, retryAfter: string 
   const seconds = retryAfter !== undefined ? Number(retryAfter) : Number.NaN;
   const retryAfterMs = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
   let message: string;
-  if (status >= 300 && status < 400) message = `The ${subject} upstream answered with a redirect (HTTP ${status}), which is not followed; check its base_url.`;
+  if (status >= 300 && status < 400)
+    message = `The ${subject} upstream answered with a redirect (HTTP ${status}), which is not followed; check its base_url.`;
   else if (status === 429) message = `The ${subject} upstream is rate limiting requests (HTTP 429); try again shortly.`;
   else if (status === 401 || status === 403) message = `The ${subject} upstream refused the configured credentials (HTTP ${status}).`;
   else if (status >= 500) message = `The ${subject} upstream failed (HTTP ${status}).`;
@@ -70,5 +75,9 @@ export function truncatedStream(subject: string): UpstreamError {
 
 /** One frame (an SSE event, an NDJSON line, a JSON body) past `upstream_max_frame_bytes`. */
 export function frameTooLarge(subject: string, maxBytes: number): UpstreamError {
-  return new UpstreamError('upstream_error', `The ${subject} upstream sent a frame larger than ${maxBytes} bytes; the reply was stopped.`, 'frame_too_large');
+  return new UpstreamError(
+    'upstream_error',
+    `The ${subject} upstream sent a frame larger than ${maxBytes} bytes; the reply was stopped.`,
+    'frame_too_large',
+  );
 }

@@ -3,7 +3,10 @@ import { HttpServer, type HttpServerOptions } from '../../src/http/server.js';
 import type { Route } from '../../src/http/types.js';
 
 /** Builds and starts an HttpServer with small limits and no-op hooks; `overrides` replaces any option. */
-export async function startHttpServer(routes: Route[], overrides: Partial<HttpServerOptions> = {}): Promise<{ server: HttpServer; port: number }> {
+export async function startHttpServer(
+  routes: Route[],
+  overrides: Partial<HttpServerOptions> = {},
+): Promise<{ server: HttpServer; port: number }> {
   const server = new HttpServer({
     routes,
     limits: { maxBytes: 1024, maxDepth: 8 },

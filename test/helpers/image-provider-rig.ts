@@ -31,7 +31,10 @@ export interface ImageProviderRig {
  * Registers before/after/beforeEach hooks in the calling describe block. `images` builds the
  * images config from the upstream's base url; the plan allows 100 so refunds stay visible.
  */
-export function useImageProvider(options: { images: (upstreamUrl: string) => NonNullable<ConfigFile['images']>; env: Record<string, string> }): ImageProviderRig {
+export function useImageProvider(options: {
+  images: (upstreamUrl: string) => NonNullable<ConfigFile['images']>;
+  env: Record<string, string>;
+}): ImageProviderRig {
   let upstream: ImageUpstream | undefined;
   let server: TestServer | undefined;
   const rig: ImageProviderRig = {

@@ -53,7 +53,12 @@ export async function startImageUpstream(): Promise<ImageUpstream> {
     request.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
       const path = (request.url ?? '/').split('?')[0]!;
-      const recorded: RecordedRequest = { method: request.method ?? 'GET', path, headers: request.headers, body: text ? JSON.parse(text) : undefined };
+      const recorded: RecordedRequest = {
+        method: request.method ?? 'GET',
+        path,
+        headers: request.headers,
+        body: text ? JSON.parse(text) : undefined,
+      };
       requests.push(recorded);
       const handler = handlers.get(`${recorded.method} ${path}`);
       const reply: UpstreamReply = handler ? handler(recorded) : { status: 404, body: '{"detail":"Not Found"}' };
@@ -61,7 +66,9 @@ export async function startImageUpstream(): Promise<ImageUpstream> {
       const send = () => {
         if (response.destroyed) return;
         const body = 'fixture' in reply ? imageFixture(reply.fixture) : reply.body;
-        response.writeHead(reply.status, { 'content-type': 'contentType' in reply && reply.contentType ? reply.contentType : 'application/json' });
+        response.writeHead(reply.status, {
+          'content-type': 'contentType' in reply && reply.contentType ? reply.contentType : 'application/json',
+        });
         response.end(body);
       };
       if (reply.delayMs) setTimeout(send, reply.delayMs);

@@ -33,7 +33,11 @@ export interface BootOptions {
 export async function bootServer(options: BootOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'colloquy-test-'));
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...options.env }, options.config ?? {});
-  const server = await startServer(config, { logger: createLogger('silent'), clock: options.clock, wrapQuotaCounters: options.wrapQuotaCounters });
+  const server = await startServer(config, {
+    logger: createLogger('silent'),
+    clock: options.clock,
+    wrapQuotaCounters: options.wrapQuotaCounters,
+  });
   const ownsDir = options.dataDir === undefined;
   return {
     ...server,

@@ -14,7 +14,11 @@ export interface RecordedRequest {
   body: any;
 }
 
-export type UpstreamHandler = (request: http.IncomingMessage, response: http.ServerResponse, recorded: RecordedRequest) => void | Promise<void>;
+export type UpstreamHandler = (
+  request: http.IncomingMessage,
+  response: http.ServerResponse,
+  recorded: RecordedRequest,
+) => void | Promise<void>;
 
 export interface ReplayUpstream {
   url: string;
@@ -70,7 +74,12 @@ export async function startUpstream(handler: UpstreamHandler): Promise<ReplayUps
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
-    const recorded: RecordedRequest = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: text ? JSON.parse(text) : undefined };
+    const recorded: RecordedRequest = {
+      method: request.method ?? '',
+      url: request.url ?? '',
+      headers: request.headers,
+      body: text ? JSON.parse(text) : undefined,
+    };
     const index = requests.push(recorded) - 1;
     response.on('close', () => closing(index).resolve(performance.now()));
     try {

@@ -19,7 +19,12 @@ function renderUsers(users) {
       $('plan-name').focus();
     });
     actions.append(pick);
-    row.append(cell('User', element('code', { text: user.user_id })), cell('Plan', user.plan), cell('Created', timeNode(user.created)), actions);
+    row.append(
+      cell('User', element('code', { text: user.user_id })),
+      cell('Plan', user.plan),
+      cell('Created', timeNode(user.created)),
+      actions,
+    );
     return row;
   });
   $('users-body').replaceChildren(...rows);
@@ -94,7 +99,9 @@ export function bindAdminForms() {
         ['Used', `${quota.used} of ${quota.limit}`],
         ['Remaining', String(quota.remaining)],
       ];
-      result.replaceChildren(...facts.map(([term, value]) => element('div', {}, [element('dt', { text: term }), element('dd', { text: value })])));
+      result.replaceChildren(
+        ...facts.map(([term, value]) => element('div', {}, [element('dt', { text: term }), element('dd', { text: value })])),
+      );
       result.append(element('div', {}, [element('dt', { text: 'Resets' }), element('dd', {}, [timeNode(quota.reset)])]));
       result.hidden = false;
     });

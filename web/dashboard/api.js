@@ -1,5 +1,5 @@
 // The one fetch helper: calls the API with the signed-in credential and maps failures to ApiFailure.
-import { $, hooks, state } from './state.js';
+import { hooks, state } from './state.js';
 import { ApiFailure } from './errors.js';
 import { announce, clearError, showError } from './feedback.js';
 
@@ -30,7 +30,7 @@ export async function parseResponse(response) {
     payload = null;
   }
   if (!response.ok) {
-    const error = payload && payload.error ? payload.error : {};
+    const error = payload?.error ? payload.error : {};
     throw new ApiFailure(
       response.status,
       error.code || `http_${response.status}`,

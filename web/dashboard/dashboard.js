@@ -84,7 +84,8 @@ async function restore() {
   }
   $('remember').checked = true;
   announce('Signing in…');
-  if (await signIn(saved.role, saved.secret)) announce(saved.role === 'admin' ? 'Signed in as the administrator.' : `Signed in as ${state.userId}.`);
+  if (await signIn(saved.role, saved.secret))
+    announce(saved.role === 'admin' ? 'Signed in as the administrator.' : `Signed in as ${state.userId}.`);
   else {
     forget();
     showView('sign-in');

@@ -1,5 +1,5 @@
 // Small DOM helpers. Nodes are built with createElement/textContent only (the CSP enforces Trusted Types).
-import { $, SECOND } from './state.js';
+import { SECOND } from './state.js';
 import { showError } from './feedback.js';
 
 export function element(tag, options = {}, children = []) {
@@ -51,7 +51,7 @@ export function validForm(form) {
     if (!('checkValidity' in field) || field.disabled) continue;
     if ('value' in field && typeof field.value === 'string' && field.required && field.value.trim() === '') field.value = '';
     if (!field.checkValidity()) {
-      const label = field.labels && field.labels[0] ? field.labels[0].textContent.trim() : field.name;
+      const label = field.labels?.[0] ? field.labels[0].textContent.trim() : field.name;
       showError(`${label}: ${field.validationMessage}`);
       field.setAttribute('aria-invalid', 'true');
       field.focus();

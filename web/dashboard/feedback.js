@@ -10,7 +10,7 @@ export function showError(error) {
   const alert = $('alert');
   let message = error instanceof Error ? error.message : String(error);
   if (error instanceof ApiFailure && Array.isArray(error.details) && error.details.length > 0) {
-    message += ' ' + error.details.map((detail) => `${detail.path}: ${detail.message}`).join('; ');
+    message += ` ${error.details.map((detail) => `${detail.path}: ${detail.message}`).join('; ')}`;
   }
   alert.textContent = message;
   alert.hidden = false;

@@ -14,7 +14,12 @@ function renderSources(sources) {
     ...sources.map((source) => {
       const item = element('li', { attributes: { value: String(source.index ?? '') } });
       if (source.url && /^https?:\/\//i.test(source.url)) {
-        item.append(element('a', { text: source.title || source.url, attributes: { href: source.url, rel: 'noopener noreferrer', target: '_blank' } }));
+        item.append(
+          element('a', {
+            text: source.title || source.url,
+            attributes: { href: source.url, rel: 'noopener noreferrer', target: '_blank' },
+          }),
+        );
       } else {
         item.append(element('span', { text: source.title || 'Untitled' }));
       }

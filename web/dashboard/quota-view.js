@@ -32,7 +32,13 @@ export function renderQuota(quota) {
 export function applyStamp(stamp) {
   const limit = Number($('quota-limit').textContent);
   if (!Number.isFinite(limit) || typeof stamp.remaining !== 'number') return;
-  renderQuota({ plan: stamp.plan ?? $('quota-plan').textContent, limit, used: limit - stamp.remaining, remaining: stamp.remaining, reset: stamp.reset });
+  renderQuota({
+    plan: stamp.plan ?? $('quota-plan').textContent,
+    limit,
+    used: limit - stamp.remaining,
+    remaining: stamp.remaining,
+    reset: stamp.reset,
+  });
 }
 
 export async function loadQuota() {
