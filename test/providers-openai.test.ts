@@ -212,7 +212,7 @@ describe('openai-compatible upstream', () => {
     );
     assert.deepEqual(events[1]!.data.error, {
       code: 'upstream_error',
-      message: 'The openai upstream is rate limiting requests (HTTP 429); try again shortly.',
+      message: 'The openai upstream is rate limiting this server (HTTP 429); try again shortly.',
     });
   });
 

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProgress, ImageProvider, ImageRequest } from './types.js';
-import { callUpstreamJson } from './upstream.js';
+import { callUpstreamJson } from './image-call.js';
 
 export interface Automatic1111Options {
   baseUrl: string;

@@ -6,7 +6,7 @@
 import { ApiError } from '../errors.js';
 import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProvider, ImageRequest } from './types.js';
-import { callUpstreamJson } from './upstream.js';
+import { callUpstreamJson } from './image-call.js';
 
 export interface OpenAiImagesOptions {
   baseUrl: string;

@@ -6,16 +6,8 @@
  */
 import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import {
-  asRecord,
-  callUpstream,
-  endpoint,
-  safeUpstreamCode,
-  shapeError,
-  statusError,
-  toSearchResults,
-  type UpstreamDeps,
-} from './upstream.js';
+import { asRecord, callUpstream, endpoint, safeUpstreamCode, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
+import { statusError } from '../upstream/upstream-error.js';
 
 /** Brave's maximum `count` for web search. */
 const BRAVE_MAX_COUNT = 20;
@@ -46,7 +38,10 @@ export class BraveSearch implements SearchProvider {
     const headers = { accept: 'application/json', 'x-subscription-token': this.options.apiKey };
     const reply = await callUpstream({ provider: this.name, url, method: 'GET', headers }, this.deps, signal);
     if (reply.status < 200 || reply.status >= 300) {
-      throw statusError(this.name, reply.status, braveErrorCode(reply.json), CREDENTIAL_CODES);
+      throw statusError(`search provider (${this.name})`, reply.status, {
+        upstreamCode: braveErrorCode(reply.json),
+        credentialCodes: CREDENTIAL_CODES,
+      });
     }
     const body = asRecord(reply.json);
     if (!body) throw shapeError(this.name, 'a `web.results` list', reply);

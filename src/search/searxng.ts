@@ -6,7 +6,8 @@
 import { ApiError } from '../errors.js';
 import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import { asRecord, callUpstream, endpoint, shapeError, statusError, toSearchResults, type UpstreamDeps } from './upstream.js';
+import { asRecord, callUpstream, endpoint, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
+import { statusError } from '../upstream/upstream-error.js';
 
 export interface SearxngOptions {
   baseUrl: string;
@@ -40,7 +41,7 @@ export class SearxngSearch implements SearchProvider {
         'The search provider (searxng) refused the request (HTTP 403); JSON output must be enabled in its settings.yml (search.formats: [html, json]).',
       );
     }
-    if (reply.status < 200 || reply.status >= 300) throw statusError(this.name, reply.status, undefined);
+    if (reply.status < 200 || reply.status >= 300) throw statusError(`search provider (${this.name})`, reply.status);
     const results = asRecord(reply.json)?.results;
     if (!Array.isArray(results)) throw shapeError(this.name, 'a `results` list', reply);
     return toSearchResults(results, 'content', options.maxResults);

@@ -7,7 +7,8 @@
 import { ApiError } from '../errors.js';
 import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
-import { asRecord, callUpstream, endpoint, shapeError, statusError, toSearchResults, type UpstreamDeps } from './upstream.js';
+import { asRecord, callUpstream, endpoint, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
+import { statusError } from '../upstream/upstream-error.js';
 
 /** Tavily's maximum `max_results`. */
 const TAVILY_MAX_RESULTS = 20;
@@ -48,7 +49,7 @@ export class TavilySearch implements SearchProvider {
         `The search provider (tavily) refused the request because the account's usage limit is reached (HTTP ${reply.status}).`,
       );
     }
-    if (reply.status < 200 || reply.status >= 300) throw statusError(this.name, reply.status, undefined);
+    if (reply.status < 200 || reply.status >= 300) throw statusError(`search provider (${this.name})`, reply.status);
     const results = asRecord(reply.json)?.results;
     if (!Array.isArray(results)) throw shapeError(this.name, 'a `results` list', reply);
     return toSearchResults(results, 'content', options.maxResults);

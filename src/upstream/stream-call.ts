@@ -224,7 +224,9 @@ export class UpstreamClient {
       const retryAfter = reply.headers['retry-after'];
       // The error body is never shown (it may echo the key), so it is not read: the socket is dropped.
       reply.body.destroy();
-      throw statusError(call.subject, reply.statusCode, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+      throw statusError(`${call.subject} upstream`, reply.statusCode, {
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+      });
     }
     clock.arm('first_byte', this.settings.firstByteTimeoutMs);
     return { reply, clock };

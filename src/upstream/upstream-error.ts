@@ -34,17 +34,38 @@ export function timeoutError(subject: string, phase: TimeoutPhase): UpstreamErro
   return new UpstreamError('upstream_timeout', `The ${subject} upstream ${what}.`, `timeout_${phase}`, phase === 'connect');
 }
 
-/** A non-2xx status, worded by what it means for the caller; 429 and 5xx may be retried before the first byte. */
-export function statusError(subject: string, status: number, retryAfter: string | undefined): UpstreamError {
-  const seconds = retryAfter !== undefined ? Number(retryAfter) : Number.NaN;
+/** What a status mapping may add: the upstream's own error code, codes meaning "bad key", a redacted reason, Retry-After. */
+export interface StatusContext {
+  retryAfter?: string | undefined;
+  /** An upstream error code that looks like a code (`RATE_LIMITED`), shown beside the status. */
+  upstreamCode?: string | undefined;
+  /** Upstream codes that mean the key was refused whatever the status says (Brave answers a bad key with 422). */
+  credentialCodes?: readonly string[];
+  /** A redacted upstream sentence explaining a 400/422 (image backends' validation errors). */
+  detail?: string | undefined;
+}
+
+/**
+ * The one mapping from an upstream's non-2xx status to the caller's error, worded by what it
+ * means (`who` names the upstream: "openai upstream", "search provider (brave)"); 429 and 5xx may
+ * be retried before the first byte. The upstream's body is never quoted beyond `detail`.
+ */
+export function statusError(who: string, status: number, context: StatusContext = {}): UpstreamError {
+  const seconds = context.retryAfter !== undefined ? Number(context.retryAfter) : Number.NaN;
   const retryAfterMs = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
+  const label = `HTTP ${status}${context.upstreamCode ? ` ${context.upstreamCode}` : ''}`;
   let message: string;
-  if (status >= 300 && status < 400)
-    message = `The ${subject} upstream answered with a redirect (HTTP ${status}), which is not followed; check its base_url.`;
-  else if (status === 429) message = `The ${subject} upstream is rate limiting requests (HTTP 429); try again shortly.`;
-  else if (status === 401 || status === 403) message = `The ${subject} upstream refused the configured credentials (HTTP ${status}).`;
-  else if (status >= 500) message = `The ${subject} upstream failed (HTTP ${status}).`;
-  else message = `The ${subject} upstream rejected the request (HTTP ${status}).`;
+  if (status >= 300 && status < 400) message = `The ${who} answered with a redirect (${label}), which is not followed; check its base_url.`;
+  else if (
+    status === 401 ||
+    status === 403 ||
+    (context.upstreamCode !== undefined && context.credentialCodes?.includes(context.upstreamCode))
+  ) {
+    message = `The ${who} refused the configured credentials (${label}).`;
+  } else if (status === 429) message = `The ${who} is rate limiting this server (${label}); try again shortly.`;
+  else if (status >= 500) message = `The ${who} failed (${label}).`;
+  else if (status === 404) message = `The ${who} has no such endpoint or model (${label}).`;
+  else message = `The ${who} rejected the request (${label})${context.detail ? `: ${context.detail}` : '.'}`;
   return new UpstreamError('upstream_error', message, `status_${status}`, RETRYABLE_STATUS.has(status), retryAfterMs);
 }
 

@@ -56,33 +56,6 @@ export function safeUpstreamCode(value: unknown): string | undefined {
   return typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value) ? value : undefined;
 }
 
-/**
- * The ApiError for a non-2xx reply. `credentialCodes` lists upstream error codes that mean the key
- * was refused even though the status says otherwise (Brave answers a bad key with 422).
- */
-export function statusError(
-  provider: string,
-  status: number,
-  upstreamCode: string | undefined,
-  credentialCodes: readonly string[] = [],
-): ApiError {
-  const label = `HTTP ${status}${upstreamCode ? ` ${upstreamCode}` : ''}`;
-  if (status >= 300 && status < 400) {
-    return new ApiError(
-      'upstream_error',
-      `The search provider (${provider}) answered with a redirect (${label}), which is not followed; check search.base_url.`,
-    );
-  }
-  if (status === 401 || status === 403 || (upstreamCode !== undefined && credentialCodes.includes(upstreamCode))) {
-    return new ApiError('upstream_error', `The search provider (${provider}) refused the configured credentials (${label}).`);
-  }
-  if (status === 429) {
-    return new ApiError('upstream_error', `The search provider (${provider}) is rate limiting this server (${label}); try again later.`);
-  }
-  if (status >= 500) return new ApiError('upstream_error', `The search provider (${provider}) failed (${label}).`);
-  return new ApiError('upstream_error', `The search provider (${provider}) rejected the request (${label}).`);
-}
-
 /** The ApiError for a 2xx reply that is not JSON or lacks the expected field. */
 export function shapeError(provider: string, expected: string, reply: UpstreamReply): ApiError {
   const what = reply.malformed ? 'a response that is not valid JSON' : `JSON without ${expected}`;

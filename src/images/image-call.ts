@@ -6,6 +6,7 @@
  */
 import { ApiError } from '../errors.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
+import { statusError } from '../upstream/upstream-error.js';
 
 export interface UpstreamJsonCall {
   /** Provider name for messages. */
@@ -24,8 +25,6 @@ export interface UpstreamJsonCall {
 
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 const MAX_DETAIL_CHARS = 300;
-/** The statuses fetch treats as redirects (a 300 or 304 is an ordinary failed status). */
-const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
 /**
  * Removes anything that looks like a credential (bearer tokens, `sk-…` keys, long opaque strings)
@@ -58,23 +57,6 @@ function upstreamSentence(body: unknown): string | undefined {
   return undefined;
 }
 
-/** Maps an upstream HTTP failure to the contract's error; only a 400/422 reason is passed on, redacted. */
-function statusError(label: string, status: number, body: unknown): ApiError {
-  // A refused redirect reads as an unreachable upstream: the configured address did not serve the call.
-  if (REDIRECT_STATUSES.has(status)) return new ApiError('upstream_error', `The image provider (${label}) could not be reached.`);
-  if (status === 400 || status === 422) {
-    const sentence = upstreamSentence(body);
-    const reason = sentence ? `: ${redactSecrets(sentence).slice(0, MAX_DETAIL_CHARS)}` : '.';
-    return new ApiError('upstream_error', `The image provider (${label}) rejected the request (HTTP ${status})${reason}`);
-  }
-  if (status === 401 || status === 403) {
-    return new ApiError('upstream_error', `The image provider (${label}) refused the configured credentials (HTTP ${status}).`);
-  }
-  if (status === 404) return new ApiError('upstream_error', `The image provider (${label}) has no such endpoint or model (HTTP 404).`);
-  if (status === 429) return new ApiError('upstream_error', `The image provider (${label}) is rate limiting requests (HTTP 429).`);
-  return new ApiError('upstream_error', `The image provider (${label}) failed (HTTP ${status}).`);
-}
-
 /** Sends one request and returns the parsed JSON body of a 2xx reply; every failure is an ApiError. */
 export async function callUpstreamJson(call: UpstreamJsonCall): Promise<unknown> {
   const subject = `The image provider (${call.label})`;
@@ -96,7 +78,13 @@ export async function callUpstreamJson(call: UpstreamJsonCall): Promise<unknown>
     if (call.signal.aborted) throw new ApiError('unavailable', 'The image request was cancelled.');
     throw error;
   }
-  if (reply.status < 200 || reply.status >= 300) throw statusError(call.label, reply.status, reply.json);
+  if (reply.status < 200 || reply.status >= 300) {
+    // Only a 400/422 reason is passed on, redacted: it tells the caller what to change in the prompt.
+    const sentence = reply.status === 400 || reply.status === 422 ? upstreamSentence(reply.json) : undefined;
+    throw statusError(`image provider (${call.label})`, reply.status, {
+      detail: sentence && redactSecrets(sentence).slice(0, MAX_DETAIL_CHARS),
+    });
+  }
   if (reply.json === undefined) throw new ApiError('upstream_error', `${subject} sent a reply that is not JSON.`);
   return reply.json;
 }
