@@ -4,7 +4,7 @@
  * every result carries.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem, release } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BENCH_DIST = fileURLToPath(new URL('./', import.meta.url));
 
 /** Which core runs what: the server under test alone on one, load generators (and mocks) on another. */
-export interface Placement {
+interface Placement {
   pinned: boolean;
   serverCpu: number | undefined;
   loadCpu: number | undefined;
@@ -35,7 +35,7 @@ function hasCommand(name: string): boolean {
 }
 
 /** Decides the core layout once: pinned when taskset exists and there are at least two cores. */
-export function placement(): Placement {
+function placement(): Placement {
   if (cachedPlacement) return cachedPlacement;
   const count = cpus().length;
   if (count >= 2 && process.platform === 'linux' && hasCommand('taskset')) {
@@ -64,7 +64,7 @@ export function pinSelfToLoadCpu(): void {
 }
 
 /** Prefixes a command with taskset for the given role. */
-export function pinnedCommand(role: 'server' | 'load', command: string, args: string[]): [string, string[]] {
+function pinnedCommand(role: 'server' | 'load', command: string, args: string[]): [string, string[]] {
   const layout = placement();
   const cpu = role === 'server' ? layout.serverCpu : layout.loadCpu;
   if (!layout.pinned || cpu === undefined) return [command, args];
@@ -426,11 +426,6 @@ export function writeResult(name: string, data: unknown): string {
   const path = join(dir, `${name}.json`);
   writeFileSync(path, `${JSON.stringify(data, null, 2)}\n`);
   return path;
-}
-
-/** True when the file exists (a tiny wrapper so scenarios need not import fs). */
-export function fileExists(path: string): boolean {
-  return existsSync(path);
 }
 
 /** Bytes waiting in kernel socket queues on loopback connections (via `ss`), or undefined without it. */

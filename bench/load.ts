@@ -110,7 +110,7 @@ interface WrkJson {
 }
 
 /** Runs one closed-loop step with wrk (one thread, pinned). */
-export async function runWrk(request: LoadRequest): Promise<LoadResult> {
+async function runWrk(request: LoadRequest): Promise<LoadResult> {
   const scratch = scratchDir('wrk');
   try {
     const script = join(scratch.path, 'script.lua');
@@ -149,7 +149,7 @@ export async function runWrk(request: LoadRequest): Promise<LoadResult> {
 }
 
 /** Saturation step: wrk when installed (autocannon tops out below a bare uWS server), else autocannon. */
-export function runSaturation(request: LoadRequest): Promise<LoadResult> {
+function runSaturation(request: LoadRequest): Promise<LoadResult> {
   return wrkVersion() ? runWrk(request) : runAutocannon(request);
 }
 

@@ -11,7 +11,7 @@ import type { MockStats } from './mock-upstream.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { loadRow } from './scenario-health.js';
 
-export const RATES = [1000, 5000];
+const RATES = [1000, 5000];
 const MESSAGE = 'Say hello to the benchmark.';
 
 /** Reads the mock's counters. */

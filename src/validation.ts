@@ -10,7 +10,7 @@ import { ApiError, type ErrorDetail } from './errors.js';
 type Issue = v.BaseIssue<unknown>;
 
 /** The dotted path of the field an issue is about (`rag.top_k`), or `fallback` at the root. */
-export function issuePath(issue: Issue, fallback = '(body)'): string {
+function issuePath(issue: Issue, fallback = '(body)'): string {
   return (issue.path ?? []).map((item) => String(item.key)).join('.') || fallback;
 }
 

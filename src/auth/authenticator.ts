@@ -17,7 +17,7 @@ const TOUCH_INTERVAL_MS = 60_000;
 const TOUCH_MEMORY = 10_000;
 
 /** The anonymous caller id for a client address; the colon keeps it apart from every user id. */
-export function anonymousId(clientAddress: string): string {
+function anonymousId(clientAddress: string): string {
   return `anon:${clientAddress}`;
 }
 
@@ -26,7 +26,7 @@ function unauthorized(message: string, challenge: string): ApiError {
 }
 
 /** The bearer token of an Authorization header: undefined when there is none; throws when it is malformed. */
-export function bearerToken(header: string | undefined): string | undefined {
+function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
   if (!match) throw unauthorized('The Authorization header must be "Bearer <API key>".', INVALID_TOKEN);

@@ -4,9 +4,9 @@ import { keyPrefix, mintKey } from './keys.js';
 import type { ApiKeyInfo, ApiKeyRecord, ApiKeyStore } from '../store/types.js';
 
 /** Active keys one user may hold; a bound on what a single caller can make us store. */
-export const MAX_ACTIVE_KEYS = 100;
+const MAX_ACTIVE_KEYS = 100;
 /** Keys a listing returns at most (active and revoked). */
-export const KEY_LIST_LIMIT = 1000;
+const KEY_LIST_LIMIT = 1000;
 
 /** What creation returns; `key` is shown this once and never stored. */
 export interface CreatedKey extends ApiKeyInfo {
@@ -14,7 +14,7 @@ export interface CreatedKey extends ApiKeyInfo {
 }
 
 /** The listing view of a key record (no hash, no secret). */
-export function keyInfo(record: ApiKeyRecord): ApiKeyInfo {
+function keyInfo(record: ApiKeyRecord): ApiKeyInfo {
   return {
     key_id: record.key_id,
     prefix: keyPrefix(record.key_id),

@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const KEY_PREFIX = 'ck_';
+const KEY_PREFIX = 'ck_';
 const KEY_ID_BYTES = 8;
 const SECRET_BYTES = 32;
 const KEY_ID_PATTERN = /^[0-9a-f]{16}$/;
@@ -38,7 +38,7 @@ export function isKeyId(value: string): boolean {
 }
 
 /** The stored form of a secret. A plain SHA-256 is enough: the secret has 256 bits of entropy. */
-export function hashSecret(secret: string): Buffer {
+function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret, 'utf8').digest();
 }
 

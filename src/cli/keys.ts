@@ -5,7 +5,7 @@ import { ApiError } from '../errors.js';
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
-export const KEYS_USAGE = `usage:
+const KEYS_USAGE = `usage:
   colloquy keys create USER_ID [--name NAME] [--json]
   colloquy keys list USER_ID [--json]
   colloquy keys revoke KEY_ID [--json]

@@ -2,7 +2,7 @@
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
-export const QUOTA_USAGE = `usage:
+const QUOTA_USAGE = `usage:
   colloquy quota show USER_ID|anon:ADDRESS [--json]
 `;
 

@@ -14,7 +14,7 @@ import {
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir } from './data-dir.js';
 
-export const RAG_USAGE = `usage:
+const RAG_USAGE = `usage:
   colloquy rag add FILE... [--collection NAME] [--json]   index .txt, .md and .html files
   colloquy rag list [--collection NAME] [--limit N] [--json]
   colloquy rag delete DOCUMENT_ID [--json]

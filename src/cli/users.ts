@@ -3,7 +3,7 @@ import { userIdProblem } from '../auth/validation.js';
 import { CommandError, expectPositionals, parseArgs, table, UsageError, usageOnlyExit } from './args.js';
 import { withDataDir, type DataDir } from './data-dir.js';
 
-export const USERS_USAGE = `usage:
+const USERS_USAGE = `usage:
   colloquy users add USER_ID [--plan PLAN] [--json]
   colloquy users list [--limit N] [--after USER_ID] [--json]
   colloquy users set-plan USER_ID PLAN [--json]

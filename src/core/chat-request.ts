@@ -69,9 +69,9 @@ const chatFields = {
 };
 
 /** POST /api/chat/, /stream and /progress. */
-export const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
+const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
 /** POST /api/chat/search: the chat request plus `max_results`. */
-export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
+const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
 
 /** A validated chat request (search fields included). */
 export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;

@@ -60,8 +60,8 @@ export interface Usage {
 }
 
 /** The progress stages, in the order a request passes them (docs/api.md lists the same order). */
-export const PROGRESS_STAGES = ['accepted', 'history', 'retrieval', 'search', 'thinking', 'generating', 'saving'] as const;
-export type ProgressStage = (typeof PROGRESS_STAGES)[number];
+const PROGRESS_STAGES = ['accepted', 'history', 'retrieval', 'search', 'thinking', 'generating', 'saving'] as const;
+type ProgressStage = (typeof PROGRESS_STAGES)[number];
 
 /** What the search step reports beside its sources. */
 export interface SearchSummary {

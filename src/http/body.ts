@@ -108,14 +108,14 @@ export function parseJsonBody(contentType: string | undefined, body: Buffer, lim
 }
 
 /** True for `application/json` and `application/<x>+json`, with any parameters. */
-export function isJsonContentType(contentType: string | undefined): boolean {
+function isJsonContentType(contentType: string | undefined): boolean {
   if (!contentType) return false;
   const type = contentType.split(';', 1)[0]!.trim().toLowerCase();
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
 /** Maximum nesting of arrays/objects, counted outside strings; linear, no allocation. */
-export function jsonDepth(text: string): number {
+function jsonDepth(text: string): number {
   let depth = 0;
   let deepest = 0;
   let inString = false;

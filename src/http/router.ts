@@ -4,7 +4,7 @@
  */
 import type { Handler, HttpMethod, Route } from './types.js';
 
-export interface RouteMatch {
+interface RouteMatch {
   route: string;
   handler: Handler;
   params: Record<string, string>;
@@ -22,7 +22,7 @@ interface PathEntry {
 }
 
 /** Removes a trailing slash (except for `/`) so `/api/chat` and `/api/chat/` are one route. */
-export function normalisePath(path: string): string {
+function normalisePath(path: string): string {
   return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
 }
 

@@ -9,9 +9,9 @@ import { PNG } from 'pngjs';
 import { ApiError } from '../errors.js';
 import type { GeneratedImage, ImageProgress, ImageProvider, ImageRequest } from './types.js';
 
-export const BUILTIN_IMAGE_MODEL_ID = 'builtin-abstract';
+const BUILTIN_IMAGE_MODEL_ID = 'builtin-abstract';
 
-export const BUILTIN_IMAGE_NOTE =
+const BUILTIN_IMAGE_NOTE =
   'builtin-abstract is not a generative model: it draws a deterministic abstract composition seeded by the prompt. Configure an image provider for generated images.';
 
 type Rgb = [number, number, number];
@@ -139,7 +139,7 @@ class Canvas {
 }
 
 /** Draws image `index` for `prompt` into an RGB canvas; the same inputs always give the same pixels. */
-export function drawComposition(prompt: string, index: number, width: number, height: number): Canvas {
+function drawComposition(prompt: string, index: number, width: number, height: number): Canvas {
   const digest = createHash('sha256').update(prompt.trim().toLowerCase()).update(`\u0000${index}`).digest();
   const random = createRandom(digest.readUInt32BE(0) ^ digest.readUInt32BE(4));
   const baseHue = digest.readUInt16BE(8) / 65_536;
@@ -184,7 +184,7 @@ export function drawComposition(prompt: string, index: number, width: number, he
 }
 
 /** Encodes an RGB canvas as PNG; deflate runs on the libuv pool so the event loop keeps serving. */
-export function encodePng(canvas: { width: number; height: number; pixels: Buffer }): Promise<Buffer> {
+function encodePng(canvas: { width: number; height: number; pixels: Buffer }): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // Fixed Sub filtering is far cheaper than pngjs's per-row adaptive choice and compresses
     // smooth gradients well; RGB output drops the alpha channel nobody needs.

@@ -30,7 +30,7 @@ const MAX_DETAIL_CHARS = 300;
  * Removes anything that looks like a credential (bearer tokens, `sk-…` keys, long opaque strings)
  * from an upstream sentence before it is shown to a client.
  */
-export function redactSecrets(text: string): string {
+function redactSecrets(text: string): string {
   return text
     .replace(/\b(bearer|basic)\s+\S+/gi, '$1 [redacted]')
     .replace(/\b(sk|pk|rk|key|api|tok)[-_][A-Za-z0-9_*.-]{6,}/gi, '[redacted]')

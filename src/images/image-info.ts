@@ -6,7 +6,7 @@ import { crc32 } from 'node:zlib';
 import { ApiError } from '../errors.js';
 import type { GeneratedImage } from './types.js';
 
-export interface ImageInfo {
+interface ImageInfo {
   mimeType: 'image/png';
   width: number;
   height: number;
@@ -20,7 +20,7 @@ const MAX_DIMENSION = 16_384;
  * Returns the format and size of a PNG, or undefined when the bytes are not a well-formed PNG
  * start (signature, then an IHDR chunk whose CRC matches).
  */
-export function readImageInfo(bytes: Uint8Array): ImageInfo | undefined {
+function readImageInfo(bytes: Uint8Array): ImageInfo | undefined {
   // Signature (8) + IHDR length and type (8) + IHDR data (13) + CRC (4), then at least IEND (12).
   if (bytes.length < 8 + 8 + 13 + 4 + 12) return undefined;
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -4,9 +4,9 @@ import { ApiError } from '../errors.js';
 import { parseOrThrow } from '../validation.js';
 import type { ImageProvider, ImageRequest } from './types.js';
 
-export const IMAGE_SIZES = ['256x256', '512x512', '1024x1024'] as const;
-export const MAX_PROMPT_CHARS = 4000;
-export const MAX_IMAGES = 4;
+const IMAGE_SIZES = ['256x256', '512x512', '1024x1024'] as const;
+const MAX_PROMPT_CHARS = 4000;
+const MAX_IMAGES = 4;
 
 const ImageBodySchema = v.strictObject({
   prompt: v.pipe(

@@ -12,7 +12,7 @@ import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
 /** The Messages API version this dialect speaks. */
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is the answer budget when the caller gives none. */
 const DEFAULT_MAX_TOKENS = 4096;
 
@@ -33,14 +33,14 @@ const StreamFrame = v.looseObject({
 });
 
 /** Maps Anthropic stop reasons onto the contract's three. */
-export function anthropicFinish(reason: string | null | undefined): FinishReason {
+function anthropicFinish(reason: string | null | undefined): FinishReason {
   if (reason === 'max_tokens') return 'length';
   if (reason === 'refusal') return 'error';
   return 'stop';
 }
 
 /** The request body in Anthropic's dialect. */
-export function anthropicBody(request: ProviderRequest): Record<string, unknown> {
+function anthropicBody(request: ProviderRequest): Record<string, unknown> {
   const answerTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
   const body: Record<string, unknown> = {
     model: request.model.upstreamModel,

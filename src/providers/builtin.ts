@@ -18,7 +18,7 @@ const STOPWORDS = new Set(
 const MAX_SENTENCES = 3;
 
 /** Lower-cased content words with a light plural strip, so "indexes" meets "index". */
-export function contentTerms(text: string): string[] {
+function contentTerms(text: string): string[] {
   const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
   return words
     .filter((word) => word.length > 1 && !STOPWORDS.has(word))
@@ -48,7 +48,7 @@ interface Candidate {
 }
 
 /** Picks the sentences that share the most content words with the question, best first. */
-export function rankSentences(question: string, sources: readonly Source[]): Candidate[] {
+function rankSentences(question: string, sources: readonly Source[]): Candidate[] {
   const wanted = new Set(contentTerms(question));
   const candidates: Candidate[] = [];
   for (const source of sources) {

@@ -24,7 +24,7 @@ const OllamaLine = v.looseObject({
 type OllamaLine = v.InferOutput<typeof OllamaLine>;
 
 /** The request body in Ollama's dialect. */
-export function ollamaBody(request: ProviderRequest): Record<string, unknown> {
+function ollamaBody(request: ProviderRequest): Record<string, unknown> {
   const system = systemText(request);
   const options: Record<string, number> = {};
   if (request.temperature !== undefined) options.temperature = request.temperature;
@@ -40,7 +40,7 @@ export function ollamaBody(request: ProviderRequest): Record<string, unknown> {
 }
 
 /** Maps Ollama's done_reason onto the contract's three. */
-export function ollamaFinish(reason: string | undefined): FinishReason {
+function ollamaFinish(reason: string | undefined): FinishReason {
   return reason === 'length' ? 'length' : 'stop';
 }
 

@@ -27,14 +27,14 @@ const CompletionChunk = v.looseObject({
 });
 
 /** Maps OpenAI finish reasons onto the contract's three. */
-export function openAiFinish(reason: string): FinishReason {
+function openAiFinish(reason: string): FinishReason {
   if (reason === 'length') return 'length';
   if (reason === 'content_filter') return 'error';
   return 'stop';
 }
 
 /** The request body in OpenAI's dialect. */
-export function openAiBody(request: ProviderRequest): Record<string, unknown> {
+function openAiBody(request: ProviderRequest): Record<string, unknown> {
   const system = systemText(request);
   const messages = [...(system ? [{ role: 'system', content: system }] : []), ...conversation(request)];
   const body: Record<string, unknown> = {

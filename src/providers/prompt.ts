@@ -6,7 +6,7 @@
 import type { ProviderMessage, ProviderRequest } from './types.js';
 
 /** A BCP 47 tag as a readable name where the runtime knows it (`fr-CA` → `Canadian French`). */
-export function languageName(tag: string): string {
+function languageName(tag: string): string {
   try {
     const name = new Intl.DisplayNames(['en'], { type: 'language' }).of(tag);
     return name && name !== tag ? `${name} (${tag})` : tag;

@@ -19,7 +19,7 @@ export class QuotaExceeded extends ApiError {
 }
 
 /** The window containing `now` for a plan: [start, end) in epoch ms. */
-export function windowOf(plan: PlanConfig, now: number): { start: number; end: number } {
+function windowOf(plan: PlanConfig, now: number): { start: number; end: number } {
   const length = plan.window_seconds * 1000;
   const start = Math.floor(now / length) * length;
   return { start, end: start + length };

@@ -16,7 +16,7 @@ export const SCAN_LIMIT = 5000;
  * Distinct query terms scored, the rarest first: a 32k-character message pasted as a question
  * would otherwise cost one posting read per word it contains.
  */
-export const MAX_QUERY_TERMS = 32;
+const MAX_QUERY_TERMS = 32;
 
 export interface LexicalHit {
   chunkId: string;

@@ -22,7 +22,7 @@ interface Unit {
 const sentenceSegmenter = new Intl.Segmenter('en', { granularity: 'sentence' });
 
 /** Normalises line endings and whitespace; paragraphs are separated by one blank line. */
-export function normaliseParagraphs(text: string): string[] {
+function normaliseParagraphs(text: string): string[] {
   return text
     .replace(/\r\n?/g, '\n')
     .split(/\n[ \t]*\n/)

@@ -29,7 +29,7 @@ interface EmbeddingsResponse {
 }
 
 /** Scales a vector to unit length (a zero vector stays zero). */
-export function normalise(values: ArrayLike<number>): Float32Array {
+function normalise(values: ArrayLike<number>): Float32Array {
   const vector = Float32Array.from(values);
   let sum = 0;
   for (const value of vector) sum += value * value;

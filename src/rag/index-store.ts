@@ -47,7 +47,7 @@ export interface DocumentSummary {
   indexed_at: string;
 }
 
-export interface ChunkRecord {
+interface ChunkRecord {
   document_id: string;
   collection: string;
   ordinal: number;
@@ -63,7 +63,7 @@ export interface CorpusRecord {
   last_indexed: string | null;
 }
 
-export interface CollectionRecord {
+interface CollectionRecord {
   documents: number;
   chunks: number;
   /** Short code used in posting and vector keys. */

@@ -34,9 +34,7 @@ import type { Passage, Retriever } from './types.js';
 export {
   COLLECTION_PATTERN,
   DEFAULT_COLLECTION,
-  documentIdFor,
   type CollectionSummary,
-  type DocumentRecord,
   type DocumentSummary,
 } from './index-store.js';
 export type { DocumentInput, IngestResult, ProgressListener } from './ingestion.js';

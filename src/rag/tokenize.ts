@@ -19,7 +19,7 @@ const LATIN_WORD = /^[a-z]+$/;
 const MAX_TOKEN_LENGTH = 48;
 
 /** Folds case and accents: `Café` and `CAFE` become `cafe`. */
-export function foldText(text: string): string {
+function foldText(text: string): string {
   return text.normalize('NFKD').replace(MARKS, '').toLowerCase();
 }
 

@@ -18,7 +18,7 @@ import type { Services } from '../services.js';
 import { rateLimitHeaders } from './headers.js';
 
 /** What authentication reads of a request. */
-export function credentials(context: HttpContext): Credentials {
+function credentials(context: HttpContext): Credentials {
   return { authorization: context.request.headers.authorization, clientAddress: context.request.clientAddress };
 }
 
@@ -33,7 +33,7 @@ export function requireAdmin(services: Services, context: HttpContext): Promise<
 }
 
 /** Takes the operation's cost; a refusal is a 429 with the RateLimit headers and Retry-After. */
-export async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
+async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
   try {
     return await services.quota.reserve(caller, operation);
   } catch (error) {

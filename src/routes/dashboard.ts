@@ -16,7 +16,7 @@ const WEB_ROOT = new URL('../../../web/dashboard/', import.meta.url);
  * The page may load only its own script and stylesheet and talk only to this origin. No inline
  * script or style, no framing, no plugins, and Trusted Types so no string can become markup.
  */
-export const DASHBOARD_CSP = [
+const DASHBOARD_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -90,7 +90,7 @@ function staticFile(name: string, body: Buffer): StaticFile {
 }
 
 /** Reads the page and its assets; asset URLs in the page get their content hash appended. */
-export function loadDashboardFiles(root: URL = WEB_ROOT): { page: StaticFile; assets: Map<string, StaticFile> } {
+function loadDashboardFiles(root: URL = WEB_ROOT): { page: StaticFile; assets: Map<string, StaticFile> } {
   const assets = new Map<string, StaticFile>();
   for (const name of ASSET_NAMES) assets.set(name, staticFile(name, readFileSync(new URL(name, root))));
   let html = readFileSync(new URL('index.html', root), 'utf8');

@@ -8,7 +8,7 @@ import type { SearchResult } from './types.js';
 /** Longest snippet handed to the model and shown in `sources`. */
 export const SNIPPET_MAX_CHARS = 300;
 /** Brave refuses queries over 400 characters or 50 words; the others are looser, so one cap fits all. */
-export const QUERY_MAX_CHARS = 400;
+const QUERY_MAX_CHARS = 400;
 const QUERY_MAX_WORDS = 50;
 
 // Elements whose text is never part of what a reader sees.
@@ -37,7 +37,7 @@ const BLOCK_ELEMENTS = new Set([
 ]);
 
 /** Text content of an HTML fragment with entities decoded and hidden elements dropped. */
-export function htmlToText(html: string): string {
+function htmlToText(html: string): string {
   if (!/[<&]/.test(html)) return html;
   const parts: string[] = [];
   let hiddenDepth = 0;

@@ -68,7 +68,7 @@ export function asRecord(value: unknown): Record<string, unknown> | undefined {
 }
 
 /** A string field of an unknown JSON object, or '' when absent or not a string. */
-export function stringField(record: Record<string, unknown>, key: string): string {
+function stringField(record: Record<string, unknown>, key: string): string {
   const value = record[key];
   return typeof value === 'string' ? value : '';
 }

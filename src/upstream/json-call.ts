@@ -30,7 +30,7 @@ export interface JsonCallRequest {
   observer?: JsonCallObserver;
 }
 
-export interface JsonCallObserver {
+interface JsonCallObserver {
   /** Called once per call with its outcome and duration in seconds. */
   settled?(outcome: JsonCallOutcome, seconds: number): void;
   /** Called when the upstream could not be reached; `cause` is an errno code or error name, never a message. */

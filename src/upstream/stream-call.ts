@@ -29,7 +29,7 @@ export interface StreamCall {
 }
 
 /** How a call ended, for the duration metric. */
-export type CallOutcome = 'ok' | 'error' | 'aborted';
+type CallOutcome = 'ok' | 'error' | 'aborted';
 
 /** Told once how each call went; nothing of it reaches a client. */
 export interface UpstreamObserver {
