@@ -12,6 +12,7 @@ import { buildRoutes } from './routes/index.js';
 import { createKnowledgeBase } from './rag/create.js';
 import { createSearchProvider } from './search/factory.js';
 import type { Services } from './services.js';
+import { recordUpstreamCalls } from './upstream/observer.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
 import type { QuotaCounterStore } from './store/types.js';
@@ -39,6 +40,9 @@ export interface StartOptions {
 export async function startServer(config: Readonly<Config> = loadConfig(), options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = createMetrics();
+  // The upstream layer's one metrics and log seam, shared by every kind of upstream call.
+  const upstreamCalls = recordUpstreamCalls(metrics, logger);
+  const upstream = new UpstreamClient(config.upstream, upstreamCalls);
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
   const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
@@ -51,22 +55,14 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     await storage.close();
     throw error;
   }
-  const upstream = new UpstreamClient(config.upstream, {
-    settled: (provider, outcome, seconds, error) => {
-      metrics.upstreamDuration.observe({ provider, outcome }, seconds);
-      if (!error) return;
-      // The label is the contract code, as for search and images; the finer reason goes to the log.
-      metrics.upstreamErrors.inc({ provider, code: error.code });
-      logger.warn({ provider, reason: error.reason }, 'upstream failed');
-    },
-  });
+
   const services: Services = {
     config,
     logger,
     metrics,
     storage,
     ...identity,
-    images: createImageProvider(config.images),
+    images: createImageProvider(config.images, upstreamCalls),
     search,
     knowledge,
     upstream,

@@ -8,7 +8,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../src/errors.js';
-import { callJson, type JsonCallOutcome, type JsonCallRequest } from '../src/upstream/json-call.js';
+import { callJson, type JsonCallRequest } from '../src/upstream/json-call.js';
+import type { CallOutcome } from '../src/upstream/observer.js';
 
 const SECRET = 'sk-json-call-secret-0123456789';
 
@@ -67,15 +68,16 @@ after(async () => {
 });
 
 /** A call to `path` with small limits; `outcomes` collects what the observer was told. */
-function request(path: string, outcomes: JsonCallOutcome[], overrides: Partial<JsonCallRequest> = {}): JsonCallRequest {
+function request(path: string, outcomes: CallOutcome[], overrides: Partial<JsonCallRequest> = {}): JsonCallRequest {
   return {
     subject: 'The test upstream',
+    provider: 'test',
     url: `${base}${path}`,
     method: 'GET',
     headers: { authorization: `Bearer ${SECRET}` },
     timeoutMs: 2000,
     maxBytes: 4096,
-    observer: { settled: (outcome) => outcomes.push(outcome) },
+    observer: { settled: (_provider, outcome) => outcomes.push(outcome) },
     ...overrides,
   };
 }
@@ -101,7 +103,7 @@ async function waitFor(condition: () => boolean): Promise<void> {
 
 describe('callJson', () => {
   test('a 2xx JSON reply comes back parsed, and a non-2xx reply comes back with its status for the caller to map', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     assert.deepEqual(await callJson(request('/ok', outcomes)), { status: 200, json: { answer: 42 }, malformed: false });
     const failed = await callJson(request('/failed', outcomes));
     assert.equal(failed.status, 500);
@@ -109,13 +111,13 @@ describe('callJson', () => {
   });
 
   test('malformed JSON is flagged, while an empty body is not', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     assert.deepEqual(await callJson(request('/malformed', outcomes)), { status: 200, json: undefined, malformed: true });
     assert.deepEqual(await callJson(request('/empty', outcomes)), { status: 204, json: undefined, malformed: false });
   });
 
   test('a stalled upstream gives upstream_timeout after the deadline and its connection is closed', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     const closedBefore = state.closedConnections;
     const started = performance.now();
     const error = await failure(request('/stall', outcomes, { timeoutMs: 150 }));
@@ -129,7 +131,7 @@ describe('callJson', () => {
   });
 
   test('the deadline also covers a body that stops halfway, and a caller may word the timeout itself', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     const error = await failure(request('/slow-body', outcomes, { timeoutMs: 150, wording: { timeout: 'Too slow.' } }));
     assert.equal(error.code, 'upstream_timeout');
     assert.equal(error.message, 'Too slow.');
@@ -138,7 +140,7 @@ describe('callJson', () => {
 
   test('a body over the cap gives upstream_error, refused on its declared length before it arrives or counted while read', async () => {
     for (const path of ['/declared-large', '/streamed-large']) {
-      const outcomes: JsonCallOutcome[] = [];
+      const outcomes: CallOutcome[] = [];
       const error = await failure(request(path, outcomes, { timeoutMs: 1000 }));
       assert.equal(error.code, 'upstream_error');
       assert.equal(error.status, 502);
@@ -148,7 +150,7 @@ describe('callJson', () => {
   });
 
   test('a redirect is not followed: the 3xx comes back and its target is never requested', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     const before = hits.length;
     const reply = await callJson(request('/redirect', outcomes));
     assert.equal(reply.status, 307);
@@ -157,7 +159,7 @@ describe('callJson', () => {
   });
 
   test('a client abort rejects with the signal reason at once and closes the upstream connection', async () => {
-    const outcomes: JsonCallOutcome[] = [];
+    const outcomes: CallOutcome[] = [];
     const closedBefore = state.closedConnections;
     const controller = new AbortController();
     const before = hits.length;
@@ -183,10 +185,13 @@ describe('callJson', () => {
     await new Promise<void>((resolve) => gone.close(() => resolve()));
     const causes: string[] = [];
     const error = await failure(
-      request('/ok', [], { url: `http://127.0.0.1:${port}/ok`, observer: { unreachable: (cause) => causes.push(cause) } }),
+      request('/ok', [], {
+        url: `http://127.0.0.1:${port}/ok`,
+        observer: { settled: (_provider, _outcome, _seconds, failure) => causes.push(failure?.reason ?? '') },
+      }),
     );
     assert.equal(error.code, 'upstream_error');
     assert.equal(error.message, 'The test upstream could not be reached.');
-    assert.deepEqual(causes, ['ECONNREFUSED']);
+    assert.deepEqual(causes, ['connect_ECONNREFUSED']);
   });
 });

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProgress, ImageProvider, ImageRequest } from './types.js';
+import type { UpstreamObserver } from '../upstream/observer.js';
 import { callUpstreamJson } from './image-call.js';
 
 export interface Automatic1111Options {
@@ -16,6 +17,8 @@ export interface Automatic1111Options {
   /** A checkpoint name; when set it is applied per request with override_settings. */
   model: string | undefined;
   timeoutMs: number;
+  /** The upstream layer's metrics and log seam. */
+  observer?: UpstreamObserver | undefined;
   /** How often progress is polled while a generation runs. */
   pollIntervalMs?: number;
 }
@@ -48,6 +51,8 @@ export class Automatic1111ImageProvider implements ImageProvider {
     try {
       const body = await callUpstreamJson({
         label: 'automatic1111',
+        observer: this.options.observer,
+        provider: this.name,
         method: 'POST',
         url: `${this.base}/sdapi/v1/txt2img`,
         headers: this.headers,
@@ -91,6 +96,8 @@ export class Automatic1111ImageProvider implements ImageProvider {
         await sleep(interval, undefined, { signal });
         const body = (await callUpstreamJson({
           label: 'automatic1111',
+          observer: this.options.observer,
+          provider: this.name,
           method: 'GET',
           url: `${this.base}/sdapi/v1/progress?skip_current_image=true`,
           headers: this.headers,

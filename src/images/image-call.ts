@@ -6,6 +6,7 @@
  */
 import { ApiError } from '../errors.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
+import type { UpstreamObserver } from '../upstream/observer.js';
 import { statusError } from '../upstream/upstream-error.js';
 
 export interface UpstreamJsonCall {
@@ -19,6 +20,9 @@ export interface UpstreamJsonCall {
   signal: AbortSignal;
   /** Deadline for the whole exchange, body included. */
   timeoutMs: number;
+  /** The upstream layer's metrics and log seam, and the provider name its metrics use. */
+  observer?: UpstreamObserver | undefined;
+  provider?: string;
   /** Largest response body accepted; base64 images are big, but not unbounded. */
   maxBytes?: number;
 }
@@ -64,6 +68,8 @@ export async function callUpstreamJson(call: UpstreamJsonCall): Promise<unknown>
   try {
     reply = await callJson({
       subject,
+      provider: call.provider ?? call.label,
+      ...(call.observer ? { observer: call.observer } : {}),
       url: call.url,
       method: call.method,
       headers: { accept: 'application/json', ...(call.body === undefined ? {} : { 'content-type': 'application/json' }), ...call.headers },

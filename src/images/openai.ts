@@ -6,6 +6,7 @@
 import { ApiError } from '../errors.js';
 import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProvider, ImageRequest } from './types.js';
+import type { UpstreamObserver } from '../upstream/observer.js';
 import { callUpstreamJson } from './image-call.js';
 
 export interface OpenAiImagesOptions {
@@ -14,6 +15,8 @@ export interface OpenAiImagesOptions {
   /** Upstream model; dall-e-2 is the one that takes every size the contract offers and n up to 4. */
   model: string | undefined;
   timeoutMs: number;
+  /** The upstream layer's metrics and log seam. */
+  observer?: UpstreamObserver | undefined;
 }
 
 /** The OpenAI-compatible image provider. */
@@ -32,6 +35,8 @@ export class OpenAiImageProvider implements ImageProvider {
   async generate(request: ImageRequest, signal: AbortSignal): Promise<GeneratedImage[]> {
     const body = await callUpstreamJson({
       label: 'openai',
+      observer: this.options.observer,
+      provider: this.name,
       method: 'POST',
       url: this.url,
       headers: this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {},

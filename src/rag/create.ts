@@ -3,6 +3,7 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { LmdbStorage } from '../store/lmdb.js';
+import { recordUpstreamCalls } from '../upstream/observer.js';
 import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
 
@@ -10,7 +11,7 @@ import { KnowledgeBase } from './knowledge-base.js';
 export function createKnowledgeBase(
   config: Readonly<Config>,
   storage: LmdbStorage,
-  deps: { logger?: Logger; metrics?: Pick<Metrics, 'retrievalDuration'> } = {},
+  deps: { logger?: Logger; metrics?: Metrics } = {},
 ): KnowledgeBase {
   const embeddings = config.rag.embeddings;
   const embedder = embeddings
@@ -19,6 +20,7 @@ export function createKnowledgeBase(
         model: embeddings.model,
         apiKey: embeddings.apiKey,
         timeoutMs: config.upstream.firstByteTimeoutMs,
+        observer: deps.metrics && deps.logger ? recordUpstreamCalls(deps.metrics, deps.logger) : undefined,
       })
     : undefined;
   return new KnowledgeBase(storage, {

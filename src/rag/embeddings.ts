@@ -4,6 +4,7 @@
  */
 import { ApiError } from '../errors.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
+import type { UpstreamObserver } from '../upstream/observer.js';
 
 /** Upper bound on one batch's reply: 64 inputs of 3072 dimensions as JSON text stay well under it. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
@@ -14,6 +15,8 @@ export interface EmbedderOptions {
   model: string;
   apiKey: string | undefined;
   timeoutMs: number;
+  /** The upstream layer's metrics and log seam. */
+  observer?: UpstreamObserver | undefined;
   /** Inputs per upstream request. */
   batchSize?: number;
 }
@@ -65,6 +68,8 @@ export class OpenAiEmbedder implements Embedder {
     try {
       reply = await callJson({
         subject: 'The embeddings upstream',
+        provider: 'embeddings',
+        ...(this.options.observer ? { observer: this.options.observer } : {}),
         url: this.url,
         method: 'POST',
         headers,

@@ -46,7 +46,6 @@ async function generate(
     const code = error instanceof ApiError ? error.code : 'internal';
     const outcome = cancelled ? 'cancelled' : code;
     services.metrics.imageDuration.observe({ provider: provider.name, outcome }, (performance.now() - started) / 1000);
-    if (!cancelled && provider.name !== 'builtin') services.metrics.upstreamErrors.inc({ provider: provider.name, code });
     if (!cancelled)
       services.logger.warn({ provider: provider.name, code, ms: Math.round(performance.now() - started) }, 'image generation failed');
     throw error;

@@ -1,17 +1,17 @@
 /**
- * Builds the one SearchProvider the server uses from `config.search`, and counts its failures
- * by provider and error code.
+ * Builds the one SearchProvider the server uses from `config.search`; its upstream calls report
+ * to the upstream layer's metrics seam.
  */
 import { ConfigError, type Config } from '../config/index.js';
-import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Retriever } from '../rag/types.js';
+import { recordUpstreamCalls } from '../upstream/observer.js';
 import { BraveSearch } from './brave.js';
 import { LocalSearch } from './local.js';
 import { SearxngSearch } from './searxng.js';
 import { TavilySearch } from './tavily.js';
-import type { SearchProvider, SearchResult } from './types.js';
+import type { SearchProvider } from './types.js';
 
 export interface SearchDeps {
   metrics: Metrics;
@@ -22,11 +22,11 @@ export interface SearchDeps {
 
 /** The configured provider; a web provider without its base URL or key stops start-up with a ConfigError. */
 export function createSearchProvider(config: Config['search'], deps: SearchDeps): SearchProvider {
-  const upstream = { metrics: deps.metrics, logger: deps.logger, timeoutMs: config.timeoutMs };
+  const upstream = { observer: recordUpstreamCalls(deps.metrics, deps.logger), timeoutMs: config.timeoutMs };
   let provider: SearchProvider;
   switch (config.provider) {
     case 'local':
-      provider = new LocalSearch(deps.retriever, deps.metrics);
+      provider = new LocalSearch(deps.retriever);
       break;
     case 'searxng':
       provider = new SearxngSearch({ baseUrl: required(config.baseUrl, 'search.base_url', 'searxng'), apiKey: config.apiKey }, upstream);
@@ -50,26 +50,10 @@ export function createSearchProvider(config: Config['search'], deps: SearchDeps)
       );
       break;
   }
-  return withFailureCount(provider, deps.metrics);
+  return provider;
 }
 
 function required(value: string | undefined, key: string, provider: string): string {
   if (!value) throw new ConfigError(`${key}: required for the ${provider} search provider`);
   return value;
-}
-
-/** Wraps a provider so every ApiError it throws is counted in colloquy_upstream_errors_total. */
-function withFailureCount(provider: SearchProvider, metrics: Metrics): SearchProvider {
-  return {
-    name: provider.name,
-    sourceKind: provider.sourceKind,
-    async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
-      try {
-        return await provider.search(query, options, signal);
-      } catch (error) {
-        if (error instanceof ApiError) metrics.upstreamErrors.inc({ provider: provider.name, code: error.code });
-        throw error;
-      }
-    },
-  };
 }

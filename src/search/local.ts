@@ -3,7 +3,6 @@
  * routes answer with nothing configured and say so with provider `local`. Results are whole
  * documents (the best passage of each), with a snippet centred on the sentences that match.
  */
-import type { Metrics } from '../metrics.js';
 import type { Retriever } from '../rag/types.js';
 import { capText, collapseWhitespace, SNIPPET_MAX_CHARS, toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
@@ -16,32 +15,23 @@ export class LocalSearch implements SearchProvider {
   readonly name = 'local';
   readonly sourceKind = 'document' as const;
 
-  constructor(
-    private readonly retriever: Retriever,
-    private readonly metrics: Metrics,
-  ) {}
+  constructor(private readonly retriever: Retriever) {}
 
   /** Top passages for the query, one per document, best first. */
   async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
-    const started = performance.now();
-    let outcome = 'error';
-    try {
-      const passages = await this.retriever.retrieve(q, { topK: Math.min(MAX_PASSAGES, options.maxResults * 3) }, signal);
-      const seen = new Set<string>();
-      const results: SearchResult[] = [];
-      for (const passage of passages) {
-        if (results.length >= options.maxResults) break;
-        if (seen.has(passage.documentId)) continue;
-        seen.add(passage.documentId);
-        results.push({ title: passage.title, url: passage.url, snippet: focusedSnippet(passage.text, q) });
-      }
-      outcome = 'ok';
-      return results;
-    } finally {
-      this.metrics.upstreamDuration.observe({ provider: this.name, outcome }, (performance.now() - started) / 1000);
+    // The knowledge base is not an upstream: its time is colloquy_retrieval_duration_seconds.
+    const passages = await this.retriever.retrieve(q, { topK: Math.min(MAX_PASSAGES, options.maxResults * 3) }, signal);
+    const seen = new Set<string>();
+    const results: SearchResult[] = [];
+    for (const passage of passages) {
+      if (results.length >= options.maxResults) break;
+      if (seen.has(passage.documentId)) continue;
+      seen.add(passage.documentId);
+      results.push({ title: passage.title, url: passage.url, snippet: focusedSnippet(passage.text, q) });
     }
+    return results;
   }
 }
 

@@ -4,9 +4,8 @@
  * (below) names the provider and status but never its key or the upstream's own words.
  */
 import { ApiError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
+import type { UpstreamObserver } from '../upstream/observer.js';
 import { cleanSnippet, cleanTitle, dedupeResults } from './normalise.js';
 import type { SearchResult } from './types.js';
 
@@ -15,8 +14,8 @@ const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 /** What every web search provider needs besides its own settings. */
 export interface UpstreamDeps {
-  metrics: Metrics;
-  logger: Logger;
+  /** The upstream layer's metrics and log seam. */
+  observer: UpstreamObserver;
   timeoutMs: number;
 }
 
@@ -44,10 +43,8 @@ export function callUpstream(request: UpstreamRequest, deps: UpstreamDeps, signa
     signal,
     timeoutMs: deps.timeoutMs,
     maxBytes: MAX_RESPONSE_BYTES,
-    observer: {
-      settled: (outcome, seconds) => deps.metrics.upstreamDuration.observe({ provider, outcome }, seconds),
-      unreachable: (reason) => deps.logger.warn({ provider, host: url.host, reason }, 'search upstream unreachable'),
-    },
+    provider,
+    observer: deps.observer,
   });
 }
 

@@ -7,9 +7,7 @@
  * error stays with each caller, because each one words that differently.
  */
 import { ApiError } from '../errors.js';
-
-/** How a call ended, for duration metrics. */
-export type JsonCallOutcome = 'ok' | 'error' | 'timeout' | 'aborted';
+import type { CallFailure, CallOutcome, UpstreamObserver } from './observer.js';
 
 export interface JsonCallRequest {
   /** Who is called, as the start of a sentence ("The search provider (brave)"); every transport error names it. */
@@ -26,15 +24,10 @@ export interface JsonCallRequest {
   maxBytes: number;
   /** Replaces the standard sentence for a missed deadline or an unreachable upstream. */
   wording?: { timeout?: string; unreachable?: string };
-  /** Told how the call went; none of it reaches the client. */
-  observer?: JsonCallObserver;
-}
-
-interface JsonCallObserver {
-  /** Called once per call with its outcome and duration in seconds. */
-  settled?(outcome: JsonCallOutcome, seconds: number): void;
-  /** Called when the upstream could not be reached; `cause` is an errno code or error name, never a message. */
-  unreachable?(cause: string): void;
+  /** The provider's name, the label of its metrics. */
+  provider: string;
+  /** Told once how the call went (the upstream layer's metrics and log); none of it reaches the client. */
+  observer?: UpstreamObserver;
 }
 
 /** A completed exchange, whatever its status (a refused redirect comes back as its 3xx). */
@@ -58,7 +51,8 @@ export async function callJson(request: JsonCallRequest): Promise<JsonReply> {
   signal?.addEventListener('abort', onClientAbort, { once: true });
   const timer = setTimeout(() => controller.abort(new DeadlineReached()), request.timeoutMs);
   const started = performance.now();
-  let outcome: JsonCallOutcome = 'ok';
+  let outcome: CallOutcome = 'ok';
+  let failure: CallFailure | undefined;
   try {
     const response = await fetch(request.url, {
       method: request.method,
@@ -78,11 +72,15 @@ export async function callJson(request: JsonCallRequest): Promise<JsonReply> {
         malformed = true;
       }
     }
-    if (response.status < 200 || response.status >= 300) outcome = 'error';
+    if (response.status < 200 || response.status >= 300) {
+      outcome = 'error';
+      failure = { code: 'upstream_error', reason: `status_${response.status}` };
+    }
     return { status: response.status, json, malformed };
   } catch (error) {
     if (controller.signal.reason instanceof DeadlineReached) {
       outcome = 'timeout';
+      failure = { code: 'upstream_timeout', reason: 'timeout' };
       throw new ApiError(
         'upstream_timeout',
         request.wording?.timeout ?? `${request.subject} did not answer within ${request.timeoutMs} ms.`,
@@ -93,13 +91,16 @@ export async function callJson(request: JsonCallRequest): Promise<JsonReply> {
       throw signal.reason;
     }
     outcome = 'error';
-    if (error instanceof ApiError) throw error;
-    observer?.unreachable?.(describeCause(error));
+    if (error instanceof ApiError) {
+      failure = { code: error.code, reason: 'body' };
+      throw error;
+    }
+    failure = { code: 'upstream_error', reason: `connect_${describeCause(error)}` };
     throw new ApiError('upstream_error', request.wording?.unreachable ?? `${request.subject} could not be reached.`);
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onClientAbort);
-    observer?.settled?.(outcome, (performance.now() - started) / 1000);
+    observer?.settled(request.provider, outcome, (performance.now() - started) / 1000, failure);
   }
 }
 

@@ -8,6 +8,7 @@
  */
 import { Agent, request, type Dispatcher } from 'undici';
 import { abortableSleep, abortReason } from './abortable-sleep.js';
+import type { CallOutcome, UpstreamObserver } from './observer.js';
 import { resetError, statusError, timeoutError, unreachableError, UpstreamError, type TimeoutPhase } from './upstream-error.js';
 
 /** The `upstream` config block plus the frame bound. */
@@ -26,14 +27,6 @@ export interface StreamCall {
   url: string;
   headers: Record<string, string>;
   body: unknown;
-}
-
-/** How a call ended, for the duration metric. */
-type CallOutcome = 'ok' | 'error' | 'aborted';
-
-/** Told once how each call went; nothing of it reaches a client. */
-export interface UpstreamObserver {
-  settled(subject: string, outcome: CallOutcome, seconds: number, error?: UpstreamError): void;
 }
 
 const BACKOFF_BASE_MS = 100;
@@ -166,12 +159,17 @@ export class UpstreamClient {
         outcome = 'aborted';
         throw abortReason(signal);
       }
-      outcome = 'error';
       failure = error instanceof UpstreamError ? error : resetError(call.subject);
+      outcome = failure.code === 'upstream_timeout' ? 'timeout' : 'error';
       throw failure;
     } finally {
       clock?.release();
-      this.observer?.settled(call.subject, outcome, (performance.now() - started) / 1000, failure);
+      this.observer?.settled(
+        call.subject,
+        outcome,
+        (performance.now() - started) / 1000,
+        failure && { code: failure.code, reason: failure.reason },
+      );
     }
   }
 
