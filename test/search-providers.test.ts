@@ -11,6 +11,7 @@ import { ApiError } from '../src/errors.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics.js';
 import type { Passage, Retriever } from '../src/rag/types.js';
+import { SNIPPET_MAX_CHARS } from '../src/domain/types.js';
 import { createSearchProvider } from '../src/search/factory.js';
 import type { SearchProvider } from '../src/search/types.js';
 import { json, searchFixture, startSearchUpstream, type SearchUpstream, type UpstreamAnswer } from './helpers/search-upstream.js';
@@ -272,7 +273,7 @@ describe('local provider', () => {
         ['Document b', undefined],
       ],
     );
-    assert.ok(results[0]!.snippet.length <= 300);
+    assert.ok(results[0]!.snippet.length <= SNIPPET_MAX_CHARS);
     assert.match(results[0]!.snippet, /The lighthouse keeper was Ada Brennan, who lit the lamp for forty years\./);
   });
 });

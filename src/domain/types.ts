@@ -40,7 +40,7 @@ export interface QuotaReservation {
   refund(): Promise<QuotaStamp>;
 }
 
-/** A source's snippet is cited whole up to this length (the model reads it; clients show it). */
+/** A source's snippet, from the knowledge base or a web engine, is at most this long (the model reads it; clients show it). */
 export const SNIPPET_MAX_CHARS = 1200;
 
 /** A numbered source cited in an answer as [index]. */

@@ -3,10 +3,11 @@
  * bounded length, URLs compared by what they point at, queries an upstream accepts.
  */
 import { Parser } from 'htmlparser2';
+import { SNIPPET_MAX_CHARS } from '../domain/types.js';
 import type { SearchResult } from './types.js';
 
-/** Longest snippet handed to the model and shown in `sources`. */
-export const SNIPPET_MAX_CHARS = 300;
+export { SNIPPET_MAX_CHARS };
+
 /** Brave refuses queries over 400 characters or 50 words; the others are looser, so one cap fits all. */
 const QUERY_MAX_CHARS = 400;
 const QUERY_MAX_WORDS = 50;
