@@ -21,6 +21,8 @@ interface Dialect {
   usage: { input_tokens: number; output_tokens: number };
   /** The fixture cut before its terminal frame (a reply that stops early). */
   truncate(text: string): string;
+  /** A frame that is valid JSON but whose fields have the wrong types. */
+  wrongTypes: string;
 }
 
 const DIALECTS: Dialect[] = [
@@ -33,6 +35,7 @@ const DIALECTS: Dialect[] = [
     thinking: 'The user asks for 2+2. That is 4.',
     usage: { input_tokens: 9, output_tokens: 15 },
     truncate: (text) => text.slice(0, text.indexOf('"finish_reason":"stop"')).replace(/\n\n[^\n]*$/, '\n\n'),
+    wrongTypes: 'data: {"choices":[{"delta":{"content":42}}]}\n\n',
   },
   {
     provider: 'anthropic',
@@ -43,6 +46,7 @@ const DIALECTS: Dialect[] = [
     thinking: 'Let me work through this. 27 × 453 = 12231.',
     usage: { input_tokens: 472, output_tokens: 89 },
     truncate: (text) => text.slice(0, text.indexOf('event: message_stop')),
+    wrongTypes: 'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":["a"]}}\n\n',
   },
   {
     provider: 'ollama',
@@ -52,6 +56,7 @@ const DIALECTS: Dialect[] = [
     answer: 'Água corre sob a ponte —\nrio sem pressa.',
     thinking: 'The user wants a haiku about rivers.',
     usage: { input_tokens: 26, output_tokens: 42 },
+    wrongTypes: '{"message":{"content":{"nested":true}},"done":false}\n',
     truncate: (text) =>
       `${text
         .split('\n')
@@ -76,6 +81,9 @@ const behaviours: Record<string, Behaviour> = {
     response.write(text.slice(0, Math.floor(text.length * 0.8)));
     await new Promise((resolve) => setTimeout(resolve, 50));
     response.destroy();
+  },
+  'wrong field types': (response, dialect) => {
+    response.writeHead(200, { 'content-type': dialect.contentType }).end(dialect.wrongTypes);
   },
   'stall forever': (response, dialect) => {
     response.writeHead(200, { 'content-type': dialect.contentType });
@@ -185,6 +193,12 @@ for (const dialect of DIALECTS) {
       const response = await server.post('/api/chat/', { message: 'truncated', model });
       assert.equal(response.status, 502);
       assert.match(((await response.json()) as { error: { message: string } }).error.message, /ended the reply before finishing it/);
+    });
+
+    test('a frame whose fields have the wrong types is a malformed frame, never trusted', async () => {
+      const response = await server.post('/api/chat/', { message: 'wrong field types', model });
+      assert.equal(response.status, 502);
+      assert.match(((await response.json()) as { error: { message: string } }).error.message, /malformed frame/);
     });
 
     test('an upstream that stalls mid-reply is 504 upstream_timeout after idle_timeout_ms', async () => {

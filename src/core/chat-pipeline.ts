@@ -8,10 +8,10 @@ import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { ApiError, toApiError } from '../errors.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
-import { buildConversation, hasEarlierTurns } from './conversation.js';
+import { buildConversation, conversationOf, hasEarlierTurns } from './conversation.js';
 import { AnswerRecord, generate } from './generate.js';
 import { persistTurn } from './persist.js';
-import { gatherSources } from './sources.js';
+import { gatherSources, NO_SOURCES, wantsSources } from './sources.js';
 
 /** Runs admitted chat jobs. */
 export class ChatPipeline {
@@ -33,7 +33,8 @@ export class ChatPipeline {
     yield { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp };
     yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
     try {
-      const conversation = await buildConversation(job, deps);
+      // Without a session nothing is read: the conversation is built without a promise round-trip.
+      const conversation = job.request.session_id === undefined ? conversationOf(job, []) : await buildConversation(job, deps);
       if (hasEarlierTurns(job)) {
         yield {
           type: 'progress',
@@ -41,7 +42,7 @@ export class ChatPipeline {
           message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
         };
       }
-      const gathered = yield* gatherSources(job, deps, signal);
+      const gathered = wantsSources(job) ? yield* gatherSources(job, deps, signal) : NO_SOURCES;
       const generated = yield* generate(job, conversation.messages, gathered, answer, signal);
       if (request.session_id !== undefined) {
         yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };

@@ -17,19 +17,21 @@ export function hasEarlierTurns(job: ChatJob): boolean {
   return job.request.session_id !== undefined || (job.request.history?.length ?? 0) > 0;
 }
 
-/** Builds the conversation for a job, reading the session's newest turns when it names one. */
-export async function buildConversation(job: ChatJob, deps: Pick<ChatDependencies, 'sessions' | 'sessionMaxTurns'>): Promise<Conversation> {
-  const { request, caller } = job;
+/** The conversation from the stored turns given (none without a session). */
+export function conversationOf(job: ChatJob, stored: ReadonlyArray<{ role: 'user' | 'assistant'; content: string }>): Conversation {
+  const { request } = job;
   const messages: ProviderMessage[] = [];
   if (request.system) messages.push({ role: 'system', content: request.system });
-  let storedTurns = 0;
-  if (request.session_id !== undefined) {
-    const session = await deps.sessions.get(caller.id, request.session_id, deps.sessionMaxTurns);
-    for (const turn of session?.messages ?? []) messages.push({ role: turn.role, content: turn.content });
-    storedTurns = session?.messages.length ?? 0;
-  }
+  for (const turn of stored) messages.push({ role: turn.role, content: turn.content });
   const history = request.history ?? [];
   for (const turn of history) messages.push(turn);
   messages.push({ role: 'user', content: request.message });
-  return { messages, storedTurns, givenTurns: history.length };
+  return { messages, storedTurns: stored.length, givenTurns: history.length };
+}
+
+/** Builds the conversation for a job, reading the session's newest turns when it names one. */
+export async function buildConversation(job: ChatJob, deps: Pick<ChatDependencies, 'sessions' | 'sessionMaxTurns'>): Promise<Conversation> {
+  const sessionId = job.request.session_id;
+  const session = sessionId === undefined ? undefined : await deps.sessions.get(job.caller.id, sessionId, deps.sessionMaxTurns);
+  return conversationOf(job, session?.messages ?? []);
 }

@@ -20,6 +20,14 @@ function cut(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
 }
 
+/** What a job without retrieval or search gathers. */
+export const NO_SOURCES: Gathered = Object.freeze({ sources: Object.freeze([]) as unknown as Source[], searched: false });
+
+/** True when the job runs retrieval or search at all. */
+export function wantsSources(job: ChatJob): boolean {
+  return Boolean(job.request.rag) || wantsSearch(job);
+}
+
 /** True when the job runs the search step. */
 export function wantsSearch(job: ChatJob): boolean {
   return job.kind === 'search' || Boolean(job.request.web_search);

@@ -3,11 +3,11 @@
  * message_delta (stop reason, output tokens), message_stop, and `error` events sent mid-stream.
  * Deep thinking turns on extended thinking with the model's token budget.
  */
-import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
 import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upstream-error.js';
+import { objectField, objectOf, numberField, stringField, WRONG } from './frame-check.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
@@ -16,21 +16,41 @@ const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is the answer budget when the caller gives none. */
 const DEFAULT_MAX_TOKENS = 4096;
 
-const Tokens = v.optional(v.number());
-const StreamFrame = v.looseObject({
-  type: v.optional(v.string()),
-  message: v.optional(v.looseObject({ usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })) })),
-  delta: v.optional(
-    v.looseObject({
-      type: v.optional(v.string()),
-      text: v.optional(v.string()),
-      thinking: v.optional(v.string()),
-      stop_reason: v.nullish(v.string()),
-    }),
-  ),
-  usage: v.optional(v.looseObject({ input_tokens: Tokens, output_tokens: Tokens })),
-  error: v.optional(v.looseObject({ type: v.optional(v.string()) })),
-});
+/** What one Messages stream event says, read with every field checked; undefined when it is malformed. */
+interface StreamFrame {
+  type: string | undefined;
+  deltaType: string | undefined;
+  text: string | undefined;
+  thinking: string | undefined;
+  stopReason: string | undefined;
+  hasStopReason: boolean;
+  inputTokens: number | undefined;
+  outputTokens: number | undefined;
+  errorType: string | undefined;
+}
+
+function readStreamFrame(json: unknown): StreamFrame | undefined {
+  const frame = objectOf(json);
+  if (!frame) return undefined;
+  const message = objectField(frame, 'message');
+  const delta = objectField(frame, 'delta');
+  const error = objectField(frame, 'error');
+  if (message === WRONG || delta === WRONG || error === WRONG) return undefined;
+  const usage = objectField(frame, 'usage') ?? objectField(message, 'usage');
+  if (usage === WRONG) return undefined;
+  const fields = {
+    type: stringField(frame, 'type'),
+    deltaType: stringField(delta, 'type'),
+    text: stringField(delta, 'text'),
+    thinking: stringField(delta, 'thinking'),
+    stopReason: stringField(delta, 'stop_reason'),
+    inputTokens: numberField(usage, 'input_tokens'),
+    outputTokens: numberField(usage, 'output_tokens'),
+    errorType: stringField(error, 'type'),
+  };
+  if (Object.values(fields).includes(WRONG)) return undefined;
+  return { ...(fields as Omit<StreamFrame, 'hasStopReason'>), hasStopReason: delta !== undefined && 'stop_reason' in delta };
+}
 
 /** Maps Anthropic stop reasons onto the contract's three. */
 function anthropicFinish(reason: string | null | undefined): FinishReason {
@@ -89,32 +109,30 @@ export class AnthropicProvider implements ChatProvider {
           failure = malformedFrame('anthropic');
           break;
         }
-        const parsed = v.safeParse(StreamFrame, json);
-        if (!parsed.success) {
+        const frame = readStreamFrame(json);
+        if (!frame) {
           failure = malformedFrame('anthropic');
           break;
         }
-        const frame = parsed.output;
         switch (frame.type ?? message.event) {
           case 'message_start':
-            inputTokens = frame.message?.usage?.input_tokens ?? 0;
-            outputTokens = frame.message?.usage?.output_tokens ?? 0;
+            inputTokens = frame.inputTokens ?? 0;
+            outputTokens = frame.outputTokens ?? 0;
             break;
           case 'content_block_delta':
-            if (frame.delta?.type === 'text_delta' && frame.delta.text) events.push({ type: 'delta', text: frame.delta.text });
-            else if (frame.delta?.type === 'thinking_delta' && frame.delta.thinking)
-              events.push({ type: 'thinking', text: frame.delta.thinking });
+            if (frame.deltaType === 'text_delta' && frame.text) events.push({ type: 'delta', text: frame.text });
+            else if (frame.deltaType === 'thinking_delta' && frame.thinking) events.push({ type: 'thinking', text: frame.thinking });
             break;
           case 'message_delta':
-            if (frame.delta?.stop_reason !== undefined) finish = anthropicFinish(frame.delta.stop_reason);
-            if (frame.usage?.output_tokens !== undefined) outputTokens = frame.usage.output_tokens;
-            if (frame.usage?.input_tokens !== undefined) inputTokens = frame.usage.input_tokens;
+            if (frame.hasStopReason) finish = anthropicFinish(frame.stopReason);
+            if (frame.outputTokens !== undefined) outputTokens = frame.outputTokens;
+            if (frame.inputTokens !== undefined) inputTokens = frame.inputTokens;
             break;
           case 'message_stop':
             stopped = true;
             break;
           case 'error': {
-            const kind = frame.error?.type ?? 'error';
+            const kind = frame.errorType ?? 'error';
             const message =
               kind === 'overloaded_error'
                 ? 'The anthropic upstream is overloaded; try again shortly.'

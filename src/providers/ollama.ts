@@ -4,24 +4,43 @@
  * counts. Deep thinking is Ollama's `think` flag; older reasoning models still put `<think>`
  * tags in content, which are split out too.
  */
-import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
 import { ndjsonLines } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
+import { numberField, objectField, objectOf, stringField, WRONG } from './frame-check.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
-const OllamaLine = v.looseObject({
-  message: v.optional(v.looseObject({ content: v.optional(v.string()), thinking: v.optional(v.string()) })),
-  done: v.optional(v.boolean()),
-  done_reason: v.optional(v.string()),
-  prompt_eval_count: v.optional(v.number()),
-  eval_count: v.optional(v.number()),
-  error: v.optional(v.unknown()),
-});
-type OllamaLine = v.InferOutput<typeof OllamaLine>;
+/** What one NDJSON line says, read with every field checked; undefined when it is malformed. */
+interface OllamaLine {
+  content: string | undefined;
+  thinking: string | undefined;
+  done: boolean;
+  doneReason: string | undefined;
+  inputTokens: number | undefined;
+  outputTokens: number | undefined;
+  error: boolean;
+}
+
+function readOllamaLine(json: unknown): OllamaLine | undefined {
+  const line = objectOf(json);
+  if (!line) return undefined;
+  const message = objectField(line, 'message');
+  if (message === WRONG) return undefined;
+  const done = line.done;
+  if (done !== undefined && typeof done !== 'boolean') return undefined;
+  const fields = {
+    content: stringField(message, 'content'),
+    thinking: stringField(message, 'thinking'),
+    doneReason: stringField(line, 'done_reason'),
+    inputTokens: numberField(line, 'prompt_eval_count'),
+    outputTokens: numberField(line, 'eval_count'),
+  };
+  if (Object.values(fields).includes(WRONG)) return undefined;
+  return { ...(fields as Omit<OllamaLine, 'done' | 'error'>), done: done === true, error: line.error !== undefined };
+}
 
 /** The request body in Ollama's dialect. */
 function ollamaBody(request: ProviderRequest): Record<string, unknown> {
@@ -66,21 +85,21 @@ export class OllamaProvider implements ChatProvider {
           failure = malformedFrame('ollama');
           break;
         }
-        const parsed = v.safeParse(OllamaLine, json);
-        if (!parsed.success) {
+        const parsed = readOllamaLine(json);
+        if (!parsed) {
           failure = malformedFrame('ollama');
           break;
         }
-        if (parsed.output.error !== undefined) {
+        if (parsed.error) {
           failure = streamError('ollama');
           break;
         }
-        const thinking = parsed.output.message?.thinking;
+        const thinking = parsed.thinking;
         if (thinking) events.push({ type: 'thinking', text: thinking });
-        const content = parsed.output.message?.content;
+        const content = parsed.content;
         if (content) events.push(...splitter.push(content));
-        if (parsed.output.done) {
-          finished = parsed.output;
+        if (parsed.done) {
+          finished = parsed;
           break;
         }
       }
@@ -94,8 +113,8 @@ export class OllamaProvider implements ChatProvider {
       ...splitter.flush(),
       {
         type: 'finish',
-        reason: ollamaFinish(finished.done_reason),
-        usage: { inputTokens: finished.prompt_eval_count ?? 0, outputTokens: finished.eval_count ?? 0 },
+        reason: ollamaFinish(finished.doneReason),
+        usage: { inputTokens: finished.inputTokens ?? 0, outputTokens: finished.outputTokens ?? 0 },
       },
     ];
   }

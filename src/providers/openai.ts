@@ -3,28 +3,49 @@
  * Reasoning arrives as `reasoning_content` (DeepSeek, vLLM), `reasoning` (OpenRouter, Ollama's
  * compatibility layer) or `<think>` tags inside `content`; all become thinking events.
  */
-import * as v from 'valibot';
 import type { FinishReason } from '../domain/types.js';
 import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
+import { firstObjectOf, numberField, objectField, objectOf, stringField, WRONG } from './frame-check.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderUsage } from './types.js';
 
-const Text = v.nullish(v.string());
-const CompletionChunk = v.looseObject({
-  choices: v.optional(
-    v.array(
-      v.looseObject({
-        delta: v.optional(v.looseObject({ content: Text, reasoning_content: Text, reasoning: Text })),
-        finish_reason: v.nullish(v.string()),
-      }),
-    ),
-  ),
-  usage: v.nullish(v.looseObject({ prompt_tokens: v.optional(v.number()), completion_tokens: v.optional(v.number()) })),
-  error: v.optional(v.unknown()),
-});
+/** What one `chat.completion.chunk` says, read with every field checked; undefined when it is malformed. */
+interface CompletionChunk {
+  content: string | undefined;
+  reasoning: string | undefined;
+  finishReason: string | undefined;
+  usage: ProviderUsage | undefined;
+  error: boolean;
+}
+
+function readCompletionChunk(json: unknown): CompletionChunk | undefined {
+  const chunk = objectOf(json);
+  if (!chunk) return undefined;
+  const choice = firstObjectOf(chunk, 'choices');
+  if (choice === WRONG) return undefined;
+  const delta = objectField(choice, 'delta');
+  const usage = objectField(chunk, 'usage');
+  if (delta === WRONG || usage === WRONG) return undefined;
+  const content = stringField(delta, 'content');
+  const reasoning = stringField(delta, 'reasoning_content');
+  const alternateReasoning = stringField(delta, 'reasoning');
+  const finishReason = stringField(choice, 'finish_reason');
+  const inputTokens = numberField(usage, 'prompt_tokens');
+  const outputTokens = numberField(usage, 'completion_tokens');
+  if ([content, reasoning, alternateReasoning, finishReason, inputTokens, outputTokens].includes(WRONG)) return undefined;
+  return {
+    content: content as string | undefined,
+    reasoning: (reasoning ?? alternateReasoning) as string | undefined,
+    finishReason: finishReason as string | undefined,
+    usage: usage
+      ? { inputTokens: (inputTokens as number | undefined) ?? 0, outputTokens: (outputTokens as number | undefined) ?? 0 }
+      : undefined,
+    error: chunk.error !== undefined,
+  };
+}
 
 /** Maps OpenAI finish reasons onto the contract's three. */
 function openAiFinish(reason: string): FinishReason {
@@ -81,23 +102,19 @@ export class OpenAiProvider implements ChatProvider {
           failure = malformedFrame('openai');
           break;
         }
-        const parsed = v.safeParse(CompletionChunk, json);
-        if (!parsed.success) {
+        const chunk = readCompletionChunk(json);
+        if (!chunk) {
           failure = malformedFrame('openai');
           break;
         }
-        const chunk = parsed.output;
-        if (chunk.error !== undefined || frame.event === 'error') {
+        if (chunk.error || frame.event === 'error') {
           failure = streamError('openai');
           break;
         }
-        const choice = chunk.choices?.[0];
-        const reasoning = choice?.delta?.reasoning_content ?? choice?.delta?.reasoning;
-        if (typeof reasoning === 'string' && reasoning.length > 0) events.push({ type: 'thinking', text: reasoning });
-        const content = choice?.delta?.content;
-        if (typeof content === 'string' && content.length > 0) events.push(...splitter.push(content));
-        if (choice?.finish_reason) finish = openAiFinish(choice.finish_reason);
-        if (chunk.usage) usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 };
+        if (chunk.reasoning) events.push({ type: 'thinking', text: chunk.reasoning });
+        if (chunk.content) events.push(...splitter.push(chunk.content));
+        if (chunk.finishReason) finish = openAiFinish(chunk.finishReason);
+        if (chunk.usage) usage = chunk.usage;
       }
       // Frames before a bad one in the same read still go out before the error.
       if (events.length > 0) yield events;

@@ -12,6 +12,8 @@ interface Counter {
   used: number;
 }
 
+const noop = (): void => undefined;
+
 /** The LMDB-backed quota counters. */
 export class LmdbQuotaCounters implements QuotaCounterStore {
   private readonly db: Database<Counter, string>;
@@ -27,19 +29,21 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
     // after the commit reached the disk: the caller starts upstream work during the fsync and
     // sends nothing before it, so an acknowledged take is never lost.
     return new Promise<CounterTake>((resolve, reject) => {
+      const decision = { ok: false, used: 0, durable: Promise.resolve() };
       let decided = false;
-      const committed: Promise<void> = this.db
+      decision.durable = this.db
         .transaction(() => {
           const current = this.db.get(subject);
           const used = current !== undefined && current.window_start === windowStart ? current.used : 0;
-          const ok = used + cost <= limit;
-          if (ok && cost > 0) this.db.put(subject, { window_start: windowStart, used: used + cost });
+          decision.ok = used + cost <= limit;
+          decision.used = decision.ok ? used + cost : used;
+          if (decision.ok && cost > 0) this.db.put(subject, { window_start: windowStart, used: decision.used });
           decided = true;
-          // `committed` is assigned by the time this runs: lmdb-js runs transaction bodies later, in its write batch.
-          queueMicrotask(() => resolve({ ok, used: ok ? used + cost : used, durable: committed }));
+          // lmdb-js runs this body in its write batch, after `durable` was assigned; a waiter resumes later still.
+          resolve(decision);
         })
-        .then(() => undefined);
-      committed.catch((error: unknown) => {
+        .then(noop);
+      decision.durable.catch((error: unknown) => {
         if (!decided) reject(error);
       });
     });

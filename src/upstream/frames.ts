@@ -10,9 +10,8 @@ import { frameTooLarge } from './upstream-error.js';
 /** Bytes fed to a parser at once. */
 const SLICE_BYTES = 4096;
 
-function* slices(chunk: Uint8Array): Generator<Uint8Array> {
-  for (let offset = 0; offset < chunk.byteLength; offset += SLICE_BYTES) yield chunk.subarray(offset, offset + SLICE_BYTES);
-}
+/** Decoding options for a stream of chunks (one object, not one per call). */
+const STREAMING = { stream: true } as const;
 
 /** Server-Sent Events of an upstream body, parsed by eventsource-parser, yielded as batches. */
 export async function* sseFrames(
@@ -34,8 +33,9 @@ export async function* sseFrames(
     maxBufferSize: maxFrameBytes,
   });
   for await (const chunk of body) {
-    for (const slice of slices(chunk)) {
-      parser.feed(decoder.decode(slice, { stream: true }));
+    for (let offset = 0; offset < chunk.byteLength; offset += SLICE_BYTES) {
+      const slice = chunk.byteLength <= SLICE_BYTES ? chunk : chunk.subarray(offset, offset + SLICE_BYTES);
+      parser.feed(decoder.decode(slice, STREAMING));
       if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
       if (batch.length > 0) {
         const ready = batch;
@@ -55,8 +55,9 @@ export async function* ndjsonLines(body: AsyncIterable<Uint8Array>, subject: str
   const decoder = new TextDecoder('utf-8');
   let pending = '';
   for await (const chunk of body) {
-    for (const slice of slices(chunk)) {
-      pending += decoder.decode(slice, { stream: true });
+    for (let offset = 0; offset < chunk.byteLength; offset += SLICE_BYTES) {
+      const slice = chunk.byteLength <= SLICE_BYTES ? chunk : chunk.subarray(offset, offset + SLICE_BYTES);
+      pending += decoder.decode(slice, STREAMING);
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       if (pending.length > maxFrameBytes) throw frameTooLarge(subject, maxFrameBytes);

@@ -37,48 +37,30 @@ const DRAIN_LIMIT_BYTES = 256 * 1024;
 /** Body bytes buffered ahead of a slow consumer: a stalled stream holds raw bytes, and few of them. */
 const BODY_HIGH_WATER_MARK = 16 * 1024;
 
-/** Marks an abort fired by one of our own timers, to tell it apart from the client leaving. */
-class TimerFired extends Error {
-  constructor(readonly phase: TimeoutPhase) {
-    super(`timeout_${phase}`);
-  }
-}
-
-/** A per-attempt abort controller with the one timer that is running (connect/first byte, then idle). */
-class AttemptClock {
-  readonly controller = new AbortController();
+/**
+ * The one body timer of a reply: the first-byte clock until the first body byte, then the idle
+ * clock while we wait for the next one. Expiry destroys the body, which closes its socket.
+ * Connect and response headers are timed by the pool itself (connect timeout, headersTimeout).
+ */
+class BodyClock {
   private timer: NodeJS.Timeout | undefined;
+  /** The phase whose timer fired, if one did. */
+  expired: TimeoutPhase | undefined;
 
-  constructor(private readonly outer: AbortSignal) {
-    if (outer.aborted) this.controller.abort(outer.reason);
-    else outer.addEventListener('abort', this.onOuterAbort, { once: true });
-  }
-
-  private readonly onOuterAbort = (): void => {
-    this.disarm();
-    this.controller.abort(this.outer.reason);
-  };
+  constructor(private readonly body: Dispatcher.ResponseData['body']) {}
 
   /** Starts the timer for a phase, replacing the previous one. */
   arm(phase: TimeoutPhase, ms: number): void {
     this.disarm();
-    this.timer = setTimeout(() => this.controller.abort(new TimerFired(phase)), ms);
+    this.timer = setTimeout(() => {
+      this.expired = phase;
+      this.body.destroy();
+    }, ms);
   }
 
   disarm(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-  }
-
-  /** The phase whose timer fired, if one did. */
-  expired(): TimeoutPhase | undefined {
-    const reason: unknown = this.controller.signal.reason;
-    return reason instanceof TimerFired ? reason.phase : undefined;
-  }
-
-  release(): void {
-    this.disarm();
-    this.outer.removeEventListener('abort', this.onOuterAbort);
   }
 }
 
@@ -99,6 +81,8 @@ function drainForReuse(body: Dispatcher.ResponseData['body']): void {
     .catch(() => undefined)
     .finally(() => clearTimeout(limit));
 }
+
+const ignore = (): void => undefined;
 
 /** Streams upstream replies through one shared connection pool. */
 export class UpstreamClient {
@@ -126,14 +110,14 @@ export class UpstreamClient {
     const started = performance.now();
     let outcome: CallOutcome = 'ok';
     let failure: UpstreamError | undefined;
-    let clock: AttemptClock | undefined;
+    let clock: BodyClock | undefined;
     try {
-      const opened = await this.open(call, signal);
-      clock = opened.clock;
-      const { body } = opened.reply;
+      const { body } = await this.open(call, signal);
+      clock = new BodyClock(body);
+      // The first-byte clock runs until a body byte shows up.
+      clock.arm('first_byte', this.settings.firstByteTimeoutMs);
       let complete = false;
       try {
-        // The first-byte timer armed at open keeps running until a body byte shows up.
         for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>) {
           clock.disarm();
           yield chunk;
@@ -141,14 +125,13 @@ export class UpstreamClient {
         }
         complete = true;
       } catch (error) {
-        const phase = clock.expired();
-        if (phase) throw timeoutError(call.subject, phase);
+        if (clock.expired) throw timeoutError(call.subject, clock.expired);
         if (signal.aborted) throw abortReason(signal);
         throw error instanceof UpstreamError ? error : resetError(call.subject);
       } finally {
         clock.disarm();
         if (!complete && !body.destroyed) {
-          if (signal.aborted || clock.expired()) body.destroy();
+          if (signal.aborted || clock.expired) body.destroy();
           // Stopped at the terminal frame (or on a bad frame): read what is left so the socket can
           // go back to the pool, but never wait on an upstream that stalls after it.
           else drainForReuse(body);
@@ -163,7 +146,7 @@ export class UpstreamClient {
       outcome = failure.code === 'upstream_timeout' ? 'timeout' : 'error';
       throw failure;
     } finally {
-      clock?.release();
+      clock?.disarm();
       this.observer?.settled(
         call.subject,
         outcome,
@@ -174,7 +157,7 @@ export class UpstreamClient {
   }
 
   /** Sends the request, retrying connect failures, 429 and 5xx with backoff; resolves on a 2xx status line. */
-  private async open(call: StreamCall, signal: AbortSignal): Promise<{ reply: Dispatcher.ResponseData; clock: AttemptClock }> {
+  private async open(call: StreamCall, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
     const payload = JSON.stringify(call.body);
     for (let attempt = 0; ; attempt++) {
       try {
@@ -187,14 +170,7 @@ export class UpstreamClient {
     }
   }
 
-  private async attempt(
-    call: StreamCall,
-    payload: string,
-    signal: AbortSignal,
-  ): Promise<{ reply: Dispatcher.ResponseData; clock: AttemptClock }> {
-    const clock = new AttemptClock(signal);
-    // Connect has its own timeout in the pool; this one covers headers and the first body byte.
-    clock.arm('first_byte', this.settings.connectTimeoutMs + this.settings.firstByteTimeoutMs);
+  private async attempt(call: StreamCall, payload: string, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
     let reply: Dispatcher.ResponseData;
     try {
       reply = await request(call.url, {
@@ -202,13 +178,10 @@ export class UpstreamClient {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...call.headers },
         body: payload,
-        signal: clock.controller.signal,
+        signal,
         highWaterMark: BODY_HIGH_WATER_MARK,
       });
     } catch (error) {
-      clock.release();
-      const phase = clock.expired();
-      if (phase) throw timeoutError(call.subject, phase);
       if (signal.aborted) throw abortReason(signal);
       const code = causeCode(error);
       if (code === 'UND_ERR_CONNECT_TIMEOUT') throw timeoutError(call.subject, 'connect');
@@ -216,9 +189,8 @@ export class UpstreamClient {
       throw unreachableError(call.subject, code);
     }
     // undici turns a destroy without an error into an 'error' event; a late one must not go uncaught.
-    reply.body.on('error', () => undefined);
+    reply.body.on('error', ignore);
     if (reply.statusCode < 200 || reply.statusCode >= 300) {
-      clock.release();
       const retryAfter = reply.headers['retry-after'];
       // The error body is never shown (it may echo the key), so it is not read: the socket is dropped.
       reply.body.destroy();
@@ -226,8 +198,7 @@ export class UpstreamClient {
         retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
       });
     }
-    clock.arm('first_byte', this.settings.firstByteTimeoutMs);
-    return { reply, clock };
+    return reply;
   }
 
   /** Closes every pooled connection (server shutdown). */
