@@ -159,7 +159,7 @@ describe('the dashboard static files', () => {
     await traversal.arrayBuffer();
     const posted = await server.post('/dashboard', {});
     assert.equal(posted.status, 405);
-    assert.equal(posted.headers.get('allow'), 'GET');
+    assert.equal(posted.headers.get('allow'), 'GET, HEAD');
     await posted.arrayBuffer();
   });
 });

@@ -108,7 +108,7 @@ describe('the HTTP layer', () => {
 
   it('answers a known route with a wrong method with 405 and an Allow header', async () => {
     const response = await fetch(`${base}/items/7`, { method: 'PUT' });
-    assert.equal(response.headers.get('allow'), 'GET, DELETE');
+    assert.equal(response.headers.get('allow'), 'GET, DELETE, HEAD');
     await expectError(response, 405, 'method_not_allowed');
   });
 

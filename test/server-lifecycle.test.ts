@@ -35,6 +35,17 @@ describe('health and metrics', () => {
     assert.equal(checks.search.provider, 'local');
   });
 
+  it('answers HEAD /health like GET, with its status and headers and no body', async () => {
+    const response = await server.fetch('/health', { method: 'HEAD' });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /application\/json/);
+    assert.ok(Number(response.headers.get('content-length')) > 0, 'the length of the GET body');
+    assert.equal(await response.text(), '');
+    const notGet = await server.fetch('/api/chat/', { method: 'HEAD' });
+    assert.equal(notGet.status, 405);
+    assert.ok(!(notGet.headers.get('allow') ?? '').includes('HEAD'));
+  });
+
   it('answers /health 503 when storage cannot be read', async () => {
     const broken = await bootServer();
     await broken.services.storage.close();
@@ -43,6 +54,7 @@ describe('health and metrics', () => {
     const body = (await response.json()) as { status: string; checks: { storage: { ok: boolean } } };
     assert.equal(body.checks.storage.ok, false);
     assert.equal(body.status, 'unavailable');
+    assert.equal((await broken.fetch('/health', { method: 'HEAD' })).status, 503);
     await broken.close();
   });
 

@@ -65,8 +65,13 @@ export class Router {
       }
     }
     if (!entry) return { kind: 'not_found' };
-    const handler = entry.methods.get(method);
-    if (!handler) return { kind: 'method_not_allowed', route: entry.template, allow: [...entry.methods.keys()] };
+    // HEAD is GET without the body (the server drops it); a GET route answers both.
+    const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
+    if (!handler) {
+      const allow = [...entry.methods.keys()];
+      if (allow.includes('GET')) allow.push('HEAD');
+      return { kind: 'method_not_allowed', route: entry.template, allow };
+    }
     return { kind: 'found', match: { route: entry.template, handler, params } };
   }
 }

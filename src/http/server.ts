@@ -104,7 +104,10 @@ class UwsContext implements HttpContext {
     const closeConnection = this.body.overflowed;
     this.response.cork(() => {
       this.writeHead(status, contentType, headers);
-      this.response.end(body, closeConnection);
+      // A HEAD reply carries the GET reply's headers and length, never its body.
+      if (this.request.method === 'HEAD')
+        this.response.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength, closeConnection);
+      else this.response.end(body, closeConnection);
     });
     this.complete();
   }
