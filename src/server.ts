@@ -4,6 +4,7 @@
  */
 import { createIdentityServices } from './identity.js';
 import { loadConfig, type Config } from './config/index.js';
+import { trustProxyFrom } from './http/client-address.js';
 import { HttpServer } from './http/server.js';
 import { createImageProvider } from './images/create.js';
 import { createLogger, type Logger } from './logger.js';
@@ -86,7 +87,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   const http = new HttpServer({
     routes: buildRoutes(services),
     limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
-    trustProxy: config.trustProxy,
+    trustProxy: trustProxyFrom(config.trustProxy),
     streamStallTimeoutMs: config.streamStallTimeoutMs,
     onRequestDone: (record) => {
       const series = requestSeries(record.method, record.route, record.status);

@@ -1,5 +1,15 @@
 /** The config file's shape, as valibot schemas: every key optional, unknown keys refused. */
+import { isIP } from 'node:net';
 import * as v from 'valibot';
+
+/** An IP address, or an address with a prefix length (`10.0.0.0/8`, `fd00::/8`). */
+function isAddressOrCidr(value: string): boolean {
+  const [address = '', prefix, extra] = value.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
 
 const ProviderName = v.picklist(['openai', 'anthropic', 'ollama', 'builtin']);
 const Url = v.pipe(v.string(), v.url());
@@ -70,6 +80,16 @@ export const ConfigFileSchema = v.strictObject({
   upstream_max_frame_bytes: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),
   stream_stall_timeout_ms: v.optional(PositiveInt),
-  trust_proxy: v.optional(v.boolean()),
+  /** `true` = one proxy hop, a number = that many hops, or the proxies' addresses/CIDRs. */
+  trust_proxy: v.optional(
+    v.union(
+      [
+        v.boolean(),
+        v.pipe(v.number(), v.integer(), v.minValue(0, 'must be at least 0'), v.maxValue(16, 'must be at most 16')),
+        v.array(v.pipe(v.string(), v.check(isAddressOrCidr, 'must be an IP address or CIDR such as "10.0.0.0/8"'))),
+      ],
+      'must be true/false, a number of proxy hops, or a list of proxy addresses or CIDRs',
+    ),
+  ),
 });
 export type ConfigFile = v.InferOutput<typeof ConfigFileSchema>;

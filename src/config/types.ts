@@ -23,7 +23,8 @@ export interface Config {
   logLevel: string;
   adminToken: string | undefined;
   authRequired: boolean;
-  trustProxy: boolean;
+  /** X-Forwarded-For trust: false, true (one hop), a hop count, or the proxies' addresses/CIDRs. */
+  trustProxy: boolean | number | readonly string[];
   anonymousPlan: string;
   defaultPlan: string;
   plans: Record<string, PlanConfig>;

@@ -6,6 +6,7 @@
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import { ApiError, ClientGone, STATUS_TEXT, toApiError } from '../errors.js';
+import { clientAddressFrom, type TrustProxy } from './client-address.js';
 import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.js';
 import { Router } from './router.js';
 import { UwsResponseStream } from './stream.js';
@@ -23,8 +24,8 @@ export interface RequestRecord {
 export interface HttpServerOptions {
   routes: readonly Route[];
   limits: BodyLimits;
-  /** Take the client address from X-Forwarded-For (only behind a trusted proxy). */
-  trustProxy: boolean;
+  /** How far to believe X-Forwarded-For (only entries appended by trusted proxies). */
+  trustProxy: TrustProxy;
   /** A stream whose client has not drained for this long is closed (default 30 s). */
   streamStallTimeoutMs?: number;
   onRequestDone(record: RequestRecord): void;
@@ -348,15 +349,13 @@ export class HttpServer {
   }
 
   private clientAddress(response: HttpResponse, headers: Record<string, string>): string {
-    if (this.options.trustProxy) {
-      const forwarded = headers['x-forwarded-for'];
-      if (forwarded) return forwarded.split(',', 1)[0]!.trim();
-    }
+    let peer: string;
     try {
-      return textDecoder.decode(response.getRemoteAddressAsText());
+      peer = textDecoder.decode(response.getRemoteAddressAsText());
     } catch {
       // Asked after the client left: the response object is gone.
-      return 'unknown';
+      peer = 'unknown';
     }
+    return clientAddressFrom(peer, headers['x-forwarded-for'], this.options.trustProxy);
   }
 }

@@ -10,7 +10,7 @@ export async function startHttpServer(
   const server = new HttpServer({
     routes,
     limits: { maxBytes: 1024, maxDepth: 8 },
-    trustProxy: false,
+    trustProxy: { kind: 'none' },
     onRequestDone: () => {},
     onBackpressure: () => {},
     onInternalError: () => {},
