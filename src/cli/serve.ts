@@ -7,7 +7,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createServer, type AddressInfo } from 'node:net';
 import type { Config } from '../config/index.js';
-import { loadConfig } from '../config/index.js';
+import { ConfigError, loadConfig } from '../config/index.js';
+import { CommandError } from './args.js';
 import { createLogger, flushLogs, type Logger } from '../logger.js';
 import { startServer } from '../server.js';
 
@@ -131,19 +132,50 @@ async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<v
   process.once('SIGINT', () => stop('SIGINT'));
 }
 
+/**
+ * Refuses a port another server holds. The listening socket shares its port (SO_REUSEPORT, so the
+ * workers of one server can), which would let a second, separate server start on the same port
+ * and split requests and quotas with the first: an exclusive probe finds that out first.
+ */
+async function ensurePortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EADDRINUSE') reject(new CommandError(`port ${port} is in use on ${host}; stop the other server or set PORT`));
+      else if (error.code === 'EACCES')
+        reject(new CommandError(`port ${port} on ${host} needs privileges this process does not have; set PORT`));
+      else reject(new CommandError(`cannot listen on ${host}:${port} (${error.code ?? error.message})`));
+    });
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
+/** A start-up failure as one line a person can act on (never a stack trace). */
+function startFailure(error: unknown): Error {
+  if (error instanceof CommandError || error instanceof ConfigError) return error;
+  const code = (error as NodeJS.ErrnoException).code;
+  const message = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
+  return new CommandError(`could not start: ${code ? `${code} ` : ''}${message}`);
+}
+
 /** Starts serving: one process, or a primary and WORKERS workers. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
+  if (cluster.isPrimary) await ensurePortFree(config.host, config.port);
   if (cluster.isPrimary && config.workers > 1) {
     const logger = createLogger(config.logLevel);
     try {
       await servePrimary(config, logger);
     } catch (error) {
-      logger.error({ err: error }, 'workers failed to start');
       flushLogs(logger);
-      process.exitCode = 1;
+      throw startFailure(error);
     }
     return;
   }
-  await serveOne(config);
+  try {
+    await serveOne(config);
+  } catch (error) {
+    throw startFailure(error);
+  }
 }
