@@ -68,6 +68,16 @@ export class ClientGone extends Error {
   }
 }
 
+/**
+ * The abort reason when the server ends work at the end of its shutdown grace period: unlike a
+ * client that left, the client is still there and is told, with one `unavailable` error.
+ */
+export class ServerShutdown extends ApiError {
+  constructor() {
+    super('unavailable', 'The server is shutting down; retry the request.', { headers: { 'Retry-After': '5' } });
+  }
+}
+
 /** Turns anything thrown into an ApiError; unknown errors become `internal` with no internals exposed. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;

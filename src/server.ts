@@ -67,6 +67,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     search,
     knowledge,
     upstream,
+    lifecycle: { draining: false },
     startedAt: performance.now(),
   };
 
@@ -89,6 +90,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
     trustProxy: trustProxyFrom(config.trustProxy),
     streamStallTimeoutMs: config.streamStallTimeoutMs,
+    drainingRoutes: [...PROBE_ROUTES],
     onRequestDone: (record) => {
       const series = requestSeries(record.method, record.route, record.status);
       series.count.inc();
@@ -129,6 +131,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     services,
     close: () => {
       closing ??= (async () => {
+        services.lifecycle.draining = true;
         await http.close(config.shutdownGraceMs);
         await upstream.close();
         knowledge.close();

@@ -35,6 +35,8 @@ export interface Services {
   search: SearchProvider;
   /** The one client for streamed upstream calls (the chat providers), with its connection pool. */
   upstream: UpstreamClient;
+  /** Set when shutdown began: /health then answers 503 `draining`. */
+  lifecycle: { draining: boolean };
   /** performance.now() at start, for uptime. */
   startedAt: number;
 }

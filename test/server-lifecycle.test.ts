@@ -74,7 +74,7 @@ describe('health and metrics', () => {
 });
 
 describe('graceful shutdown', () => {
-  it('lets an in-flight request finish, refuses new ones, then closes', async () => {
+  it('lets an in-flight request finish, answers new ones 503 with Retry-After, then closes the listener', async () => {
     let release: () => void = () => {};
     const { server, port } = await startHttpServer([
       {
@@ -92,11 +92,17 @@ describe('graceful shutdown', () => {
     await sleep(50);
     const closing = server.close(5000);
     await sleep(50);
-    await assert.rejects(fetch(`http://127.0.0.1:${port}/slow`), 'a new connection is refused once closing');
+    // While draining the listener stays open (a load balancer must see the 503, not a refused
+    // connection), and new work is refused with the contract's error.
+    const refused = await fetch(`http://127.0.0.1:${port}/slow`);
+    assert.equal(refused.status, 503);
+    assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'unavailable');
+    assert.ok(refused.headers.get('retry-after'));
     release();
     const response = await inflight;
     assert.deepEqual(await response.json(), { finished: true });
     await closing;
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/slow`), 'the listener is closed once nothing is in flight');
   });
 
   it('exits 0 on SIGTERM after flushing storage', async () => {

@@ -49,8 +49,10 @@ async function serveOne(config: Readonly<Config>): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  // `on`, not `once`: a second signal during the drain must find a handler (and be ignored),
+  // or Node's default action would end the process and cut the drain short.
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 /**
@@ -128,8 +130,8 @@ async function servePrimary(config: Readonly<Config>, logger: Logger): Promise<v
     for (const worker of workers) worker.process.kill('SIGTERM');
     if (workers.size === 0) exit(0);
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 /**

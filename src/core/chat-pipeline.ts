@@ -5,7 +5,7 @@
  * with one `error` event. When the signal aborts, the sequence just stops.
  */
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
-import { ApiError, toApiError } from '../errors.js';
+import { ApiError, ServerShutdown, toApiError } from '../errors.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
 import { buildConversation, conversationOf, hasEarlierTurns } from './conversation.js';
@@ -51,7 +51,8 @@ export class ChatPipeline {
       settled = true;
       yield { type: 'done', finishReason: generated.finishReason, usage: generated.usage, timestamp: new Date().toISOString() };
     } catch (error) {
-      if (signal.aborted) return;
+      // A client that left is not written to; a server shutting down tells the client it stops.
+      if (signal.aborted && !(signal.reason instanceof ServerShutdown)) return;
       const apiError = toApiError(error);
       if (!(error instanceof ApiError)) deps.logger.error({ err: error, model: model.id }, 'chat pipeline failed');
       // Nothing was produced: the caller got nothing for their quota, so it goes back.

@@ -5,7 +5,7 @@
  */
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
-import { ApiError, ClientGone, STATUS_TEXT, toApiError } from '../errors.js';
+import { ApiError, ClientGone, ServerShutdown, STATUS_TEXT, toApiError } from '../errors.js';
 import { clientAddressFrom, type TrustProxy } from './client-address.js';
 import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.js';
 import { Router } from './router.js';
@@ -28,6 +28,8 @@ export interface HttpServerOptions {
   trustProxy: TrustProxy;
   /** A stream whose client has not drained for this long is closed (default 30 s). */
   streamStallTimeoutMs?: number;
+  /** Routes still served while draining (the health probe, so it can say `draining`). */
+  drainingRoutes?: readonly string[];
   onRequestDone(record: RequestRecord): void;
   onBackpressure(): void;
   /** Unexpected (non-ApiError) failures; never sent to the client. */
@@ -41,6 +43,8 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
 ];
 
 const textDecoder = new TextDecoder();
+/** How long requests told to stop at the end of the grace period get to write their last event. */
+const SHUTDOWN_WRITE_MS = 1000;
 
 function statusLine(status: number): string {
   return STATUS_TEXT[status] ?? `${status} Status`;
@@ -147,7 +151,18 @@ class UwsContext implements HttpContext {
     this.fail(new Error(`handler for ${this.request.route} returned without replying`));
   }
 
-  /** Ends the response with the server's shutdown error or closes the socket. */
+  /**
+   * Ends the work at the end of the grace period: the request's signal fires with ServerShutdown,
+   * so the pipeline stops its upstream, stores the partial turn and ends a stream with one
+   * `error` event (a reply not yet started becomes a 503).
+   */
+  shutdown(): void {
+    if (this.isGone()) return;
+    this.abortReason = new ServerShutdown();
+    this.controller?.abort(this.abortReason);
+  }
+
+  /** Closes the socket of a request that did not end after shutdown(). */
   forceClose(): void {
     if (this.isGone()) return;
     this.response.close();
@@ -228,24 +243,47 @@ export class HttpServer {
   }
 
   /** Stops accepting, waits up to `graceMs` for in-flight requests, then closes what is left. */
+  /**
+   * Drains: new requests get 503 `unavailable` with Retry-After (the probe routes still answer, so
+   * a load balancer sees `draining`), in-flight work may finish within `graceMs`, the listener
+   * stays open until nothing is in flight (a load balancer's next probe must not be refused), then
+   * closes. At the end of the grace period every request still running is told (ServerShutdown)
+   * and given a moment to write its last event before its socket is closed.
+   */
   async close(graceMs: number): Promise<void> {
     this.draining = true;
+    if (this.inflight.size > 0) {
+      const idle = await this.waitIdle(graceMs);
+      if (!idle) {
+        for (const context of [...this.inflight]) context.shutdown();
+        await this.waitIdle(SHUTDOWN_WRITE_MS);
+      }
+    }
     if (this.listenSocket) {
       uWS.us_listen_socket_close(this.listenSocket);
       this.listenSocket = undefined;
     }
-    if (this.inflight.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, graceMs);
-        }),
-      ]);
-      clearTimeout(timer);
-    }
     for (const context of [...this.inflight]) context.forceClose();
     (this.app as TemplatedApp & { close(): void }).close();
+  }
+
+  /** True when the server is draining (shutting down). */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** Resolves true once nothing is in flight, or false after `ms`. */
+  private async waitIdle(ms: number): Promise<boolean> {
+    if (this.inflight.size === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const idle = await Promise.race([
+      new Promise<boolean>((resolve) => this.idleWaiters.push(() => resolve(true))),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+    clearTimeout(timer);
+    return idle;
   }
 
   /** Called by a context exactly once when its response ended or aborted. */
@@ -295,8 +333,8 @@ export class HttpServer {
     response.onAborted(() => context.handleAbort());
     this.inflight.add(context);
 
-    if (this.draining) {
-      context.fail(new ApiError('unavailable', 'The server is shutting down.'));
+    if (this.draining && !(lookup.kind === 'found' && this.options.drainingRoutes?.includes(lookup.match.route))) {
+      context.fail(new ServerShutdown());
       return;
     }
     if (lookup.kind === 'not_found') {

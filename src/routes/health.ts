@@ -12,6 +12,8 @@ function providerChecks(services: Services): Record<string, { provider: string; 
   return checks;
 }
 
+const NO_CACHE = { 'Cache-Control': 'no-store' };
+
 export function healthRoutes(services: Services): Route[] {
   return [
     {
@@ -26,14 +28,15 @@ export function healthRoutes(services: Services): Route[] {
         };
         const providersOk = Object.values(providers).some((check) => check.status === 'ok');
         // Storage that cannot be read means the node cannot serve; a provider down is only degraded.
-        const status = !storage.ok ? 'unavailable' : providersOk ? 'ok' : 'degraded';
+        const status = services.lifecycle.draining ? 'draining' : !storage.ok ? 'unavailable' : providersOk ? 'ok' : 'degraded';
         const body = {
           status,
           version: services.config.version,
           uptime_s: Math.round((performance.now() - services.startedAt) / 1000),
           checks: { storage, providers, ...capabilities },
         };
-        context.json(storage.ok ? 200 : 503, body, { 'Cache-Control': 'no-store' });
+        const serving = storage.ok && !services.lifecycle.draining;
+        context.json(serving ? 200 : 503, body, serving ? NO_CACHE : { ...NO_CACHE, 'Retry-After': '5' });
       },
     },
   ];
