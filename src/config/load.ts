@@ -141,6 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       retries: file.upstream?.retries ?? 2,
       maxFrameBytes: file.upstream_max_frame_bytes ?? 1024 * 1024,
     },
+    maxAnswerBytes: file.max_answer_bytes ?? 4 * 1024 * 1024,
     shutdownGraceMs: file.shutdown_grace_ms ?? 10_000,
     streamStallTimeoutMs: file.stream_stall_timeout_ms ?? 30_000,
     version: packageVersion(),

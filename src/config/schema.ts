@@ -78,6 +78,7 @@ export const ConfigFileSchema = v.strictObject({
     }),
   ),
   upstream_max_frame_bytes: v.optional(PositiveInt),
+  max_answer_bytes: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),
   stream_stall_timeout_ms: v.optional(PositiveInt),
   /** `true` = one proxy hop, a number = that many hops, or the proxies' addresses/CIDRs. */

@@ -50,6 +50,8 @@ export interface Config {
   maxJsonDepth: number;
   builtinDelayMs: number;
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
+  /** Largest answer kept and sent, in bytes; past it the reply ends with finish_reason `length`. */
+  maxAnswerBytes: number;
   shutdownGraceMs: number;
   /** A streamed response whose client has not drained for this long is closed (and its upstream cancelled). */
   streamStallTimeoutMs: number;

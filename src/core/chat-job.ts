@@ -33,4 +33,6 @@ export interface ChatDependencies {
   readonly logger: Logger;
   /** Stored turns read back into a conversation at most. */
   readonly sessionMaxTurns: number;
+  /** Largest answer kept, in bytes (`max_answer_bytes`); past it the reply ends with `length`. */
+  readonly maxAnswerBytes: number;
 }

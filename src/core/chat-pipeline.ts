@@ -43,10 +43,11 @@ export class ChatPipeline {
         };
       }
       const gathered = wantsSources(job) ? yield* gatherSources(job, deps, signal) : NO_SOURCES;
-      const generated = yield* generate(job, conversation.messages, gathered, answer, signal);
+      const bounds = { maxBytes: deps.maxAnswerBytes, maxTokens: request.max_tokens };
+      const generated = yield* generate(job, conversation.messages, gathered, answer, bounds, signal);
       if (request.session_id !== undefined) {
         yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };
-        await persistTurn(job, deps, userTurn, answer.text, { incomplete: false });
+        await persistTurn(job, deps, userTurn, answer.text, { incomplete: generated.truncated });
       }
       settled = true;
       yield { type: 'done', finishReason: generated.finishReason, usage: generated.usage, timestamp: new Date().toISOString() };

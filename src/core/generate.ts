@@ -28,10 +28,28 @@ export class AnswerRecord {
   }
 }
 
-/** How generation ended. */
+/**
+ * Characters per token vary (code and many languages run under four, English prose over it), so
+ * an answer only counts as ignoring `max_tokens` once its estimate (characters / 4) is twice the
+ * limit: a model that honours the limit is never cut, one that ignores it is stopped soon enough.
+ */
+const MAX_TOKENS_SLACK = 2;
+
+function ignoresMaxTokens(chars: number, maxTokens: number | undefined): boolean {
+  return maxTokens !== undefined && estimateTokensFromChars(chars) > maxTokens * MAX_TOKENS_SLACK;
+}
+
+/** How generation ended; `truncated` when our own bound (not the model) cut the answer. */
 export interface Generated {
   finishReason: FinishReason;
   usage: Usage;
+  truncated: boolean;
+}
+
+/** The answer's bounds: bytes always (`max_answer_bytes`), tokens when the request set `max_tokens`. */
+export interface AnswerBounds {
+  maxBytes: number;
+  maxTokens: number | undefined;
 }
 
 /** Streams the model's reply for the conversation and sources, recording the answer as it goes. */
@@ -40,6 +58,7 @@ export async function* generate(
   messages: ProviderMessage[],
   gathered: Gathered,
   answer: AnswerRecord,
+  bounds: AnswerBounds,
   signal: AbortSignal,
 ): AsyncGenerator<ChatEvent, Generated> {
   const { request, model, provider } = job;
@@ -58,6 +77,8 @@ export async function* generate(
   let finishReason: FinishReason = 'stop';
   let deltas = 0;
   let lastProgress = performance.now();
+  let answerBytes = 0;
+  let truncated = false;
 
   const stream = provider.stream(
     {
@@ -72,7 +93,9 @@ export async function* generate(
     },
     signal,
   );
-  for await (const batch of stream) {
+  // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the loop
+  // returns the provider's stream, which closes the upstream request.
+  batches: for await (const batch of stream) {
     for (const event of batch) {
       switch (event.type) {
         case 'thinking':
@@ -90,6 +113,12 @@ export async function* generate(
             yield generating(0);
           }
           answer.produced = true;
+          answerBytes += Buffer.byteLength(event.text);
+          if (answerBytes > bounds.maxBytes || ignoresMaxTokens(answer.chars + event.text.length, bounds.maxTokens)) {
+            truncated = true;
+            finishReason = 'length';
+            break batches;
+          }
           answer.add(event.text);
           deltas += 1;
           yield { type: 'delta', text: event.text };
@@ -114,5 +143,5 @@ export async function* generate(
     input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
     output_tokens: estimateTokensFromChars(answer.chars),
   };
-  return { finishReason, usage };
+  return { finishReason, usage, truncated };
 }

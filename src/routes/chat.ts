@@ -31,6 +31,7 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
     search: services.search,
     logger: services.logger,
     sessionMaxTurns: services.config.sessionMaxTurns,
+    maxAnswerBytes: services.config.maxAnswerBytes,
   });
   const observed = (admitted: AdmittedChat, signal: AbortSignal) => ({
     events: pipeline.run(admitted.job, signal),
