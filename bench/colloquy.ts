@@ -45,6 +45,8 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
     default_plan: 'bench',
     plans: { bench: { quota: 1_000_000_000, window_seconds: 86_400 } },
     upstream: { retries: 0 },
+    // Load comes from one address: the per-caller parallel limit would measure itself, not the path.
+    anonymous_max_parallel: 1_000_000,
     ...(options.upstreamPort
       ? {
           models: [

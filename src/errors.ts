@@ -13,9 +13,11 @@ export const ERROR_CATALOGUE = {
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
   quota_exceeded: { status: 429, message: 'The quota for this plan is used up until the window resets.' },
+  concurrency_limit: { status: 429, message: 'Too many requests of this caller are running at once.' },
   internal: { status: 500, message: 'Something went wrong on our side.' },
   upstream_error: { status: 502, message: 'The upstream service failed.' },
   unavailable: { status: 503, message: 'The service is unavailable right now.' },
+  overloaded: { status: 503, message: 'This server is serving as many streams as it can.' },
   upstream_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

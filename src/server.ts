@@ -12,6 +12,7 @@ import { createMetrics } from './metrics.js';
 import { buildRoutes } from './routes/index.js';
 import { createKnowledgeBase } from './rag/create.js';
 import { createSearchProvider } from './search/factory.js';
+import { ParallelLimiter, StreamSlots } from './quota/parallel.js';
 import type { Services } from './services.js';
 import { recordUpstreamCalls } from './upstream/observer.js';
 import { UpstreamClient } from './upstream/stream-call.js';
@@ -67,6 +68,14 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     search,
     knowledge,
     upstream,
+    parallel: new ParallelLimiter((caller) =>
+      caller.kind === 'anonymous'
+        ? config.anonymousMaxParallel
+        : caller.kind === 'admin'
+          ? undefined
+          : config.plans[caller.plan]?.max_parallel,
+    ),
+    streams: new StreamSlots(config.maxStreams),
     lifecycle: { draining: false },
     startedAt: performance.now(),
   };

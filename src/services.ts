@@ -7,6 +7,7 @@ import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import type { Authenticator } from './auth/types.js';
 import type { ImageProvider } from './images/types.js';
+import type { ParallelLimiter, StreamSlots } from './quota/parallel.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
@@ -35,6 +36,10 @@ export interface Services {
   search: SearchProvider;
   /** The one client for streamed upstream calls (the chat providers), with its connection pool. */
   upstream: UpstreamClient;
+  /** Requests in flight per caller (`max_parallel`, `anonymous_max_parallel`), per node. */
+  parallel: ParallelLimiter;
+  /** Open streams on this node (`max_streams`). */
+  streams: StreamSlots;
   /** Set when shutdown began: /health then answers 503 `draining`. */
   lifecycle: { draining: boolean };
   /** performance.now() at start, for uptime. */

@@ -37,3 +37,18 @@ export function packageVersion(): string {
   }
   return cachedVersion;
 }
+
+/**
+ * Streams one process can hold: a proxied stream holds two sockets (client and upstream), so half
+ * the process's open-file limit, less a margin for storage, listeners and logs.
+ */
+export function defaultMaxStreams(): number {
+  try {
+    const limits = readFileSync('/proc/self/limits', 'utf8');
+    const soft = Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1]);
+    if (Number.isFinite(soft) && soft > 256) return Math.floor((soft - 128) / 2);
+  } catch {
+    // Not Linux: fall through to a conservative default.
+  }
+  return 4096;
+}

@@ -3,7 +3,7 @@
  * environment (env.ts) and the defaults (defaults.ts) resolved into one frozen Config. A bad value
  * stops start-up with a ConfigError naming the key.
  */
-import { DEFAULT_BASE_URL, DEFAULT_PLANS, defaultSearchKeyEnv, defaultSearchUrl, packageVersion } from './defaults.js';
+import { DEFAULT_BASE_URL, DEFAULT_PLANS, defaultMaxStreams, defaultSearchKeyEnv, defaultSearchUrl, packageVersion } from './defaults.js';
 import { envModels, envSearch, intFromEnv, secretFrom } from './env.js';
 import { mergeConfigFile, readConfigFile } from './file.js';
 import type { ConfigFile } from './schema.js';
@@ -142,6 +142,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       maxFrameBytes: file.upstream_max_frame_bytes ?? 1024 * 1024,
     },
     maxAnswerBytes: file.max_answer_bytes ?? 4 * 1024 * 1024,
+    anonymousMaxParallel: file.anonymous_max_parallel ?? 16,
+    maxStreams: file.max_streams ?? defaultMaxStreams(),
     shutdownGraceMs: file.shutdown_grace_ms ?? 10_000,
     streamStallTimeoutMs: file.stream_stall_timeout_ms ?? 30_000,
     version: packageVersion(),

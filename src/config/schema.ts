@@ -16,7 +16,7 @@ const Url = v.pipe(v.string(), v.url());
 const PositiveInt = v.pipe(v.number(), v.integer(), v.minValue(1));
 const NonNegativeInt = v.pipe(v.number(), v.integer(), v.minValue(0));
 
-const PlanSchema = v.strictObject({ quota: NonNegativeInt, window_seconds: PositiveInt });
+const PlanSchema = v.strictObject({ quota: NonNegativeInt, window_seconds: PositiveInt, max_parallel: v.optional(PositiveInt) });
 
 const ModelSchema = v.strictObject({
   id: v.pipe(v.string(), v.minLength(1)),
@@ -79,6 +79,8 @@ export const ConfigFileSchema = v.strictObject({
   ),
   upstream_max_frame_bytes: v.optional(PositiveInt),
   max_answer_bytes: v.optional(PositiveInt),
+  anonymous_max_parallel: v.optional(PositiveInt),
+  max_streams: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),
   stream_stall_timeout_ms: v.optional(PositiveInt),
   /** `true` = one proxy hop, a number = that many hops, or the proxies' addresses/CIDRs. */

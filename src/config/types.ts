@@ -3,6 +3,8 @@
 export interface PlanConfig {
   quota: number;
   window_seconds: number;
+  /** Requests one caller of this plan may run at once, per node; unset: no limit. */
+  max_parallel?: number | undefined;
 }
 
 /** A model as the rest of the code sees it: the upstream key already resolved. */
@@ -52,6 +54,10 @@ export interface Config {
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
   /** Largest answer kept and sent, in bytes; past it the reply ends with finish_reason `length`. */
   maxAnswerBytes: number;
+  /** Requests one anonymous client address may run at once, per node. */
+  anonymousMaxParallel: number;
+  /** Open streams this node serves at most; beyond it new streams get 503 overloaded. */
+  maxStreams: number;
   shutdownGraceMs: number;
   /** A streamed response whose client has not drained for this long is closed (and its upstream cancelled). */
   streamStallTimeoutMs: number;

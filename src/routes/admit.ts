@@ -13,6 +13,7 @@ import type { HttpContext } from '../http/types.js';
 import { parseImageRequest } from '../images/request.js';
 import type { ImageRequest } from '../images/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
+import type { Release } from '../quota/parallel.js';
 import { QuotaExceeded } from '../quota/service.js';
 import type { Services } from '../services.js';
 import { rateLimitHeaders } from './headers.js';
@@ -45,8 +46,32 @@ async function reserveQuota(services: Services, caller: Caller, operation: Opera
   }
 }
 
+/** Takes the caller's parallel slot (and a stream slot for streamed replies) or refuses: 429 / 503. */
+export function takeSlots(services: Services, caller: Caller, stream: boolean): Release {
+  const slot = services.parallel.acquire(caller);
+  if (!slot) {
+    throw new ApiError('concurrency_limit', 'Too many of your requests are running at once; wait for one to finish.', {
+      headers: { 'Retry-After': '1' },
+    });
+  }
+  if (!stream) return slot;
+  const streamSlot = services.streams.acquire();
+  if (!streamSlot) {
+    slot();
+    throw new ApiError('overloaded', 'This server is serving as many streams as it can; retry shortly or use another node.', {
+      headers: { 'Retry-After': '1' },
+    });
+  }
+  return () => {
+    streamSlot();
+    slot();
+  };
+}
+
 /** An admitted chat request: the job for the core, when it was accepted, and its quota headers. */
 export interface AdmittedChat {
+  /** Gives the parallel (and stream) slots back: call it when the reply ended, however it ended. */
+  release: Release;
   job: ChatJob;
   /** performance.now() when the request arrived (elapsed_ms and time to first token count from it). */
   acceptedAt: number;
@@ -59,26 +84,47 @@ export async function admitChat(
   registry: ProviderRegistry,
   context: HttpContext,
   kind: ChatKind,
+  options: { stream: boolean },
 ): Promise<AdmittedChat> {
   const acceptedAt = performance.now();
   const caller = await identify(services, context);
-  const request = parseChatRequest(await context.readJson(), kind === 'search');
-  const { model, provider } = registry.resolve(request.model);
-  const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
-  return { job: { kind, caller, request, model, provider, reservation }, acceptedAt, headers: rateLimitHeaders(reservation.stamp) };
+  // Slots before quota: a request refused for running too much at once costs nothing.
+  const release = takeSlots(services, caller, options.stream);
+  try {
+    const request = parseChatRequest(await context.readJson(), kind === 'search');
+    const { model, provider } = registry.resolve(request.model);
+    const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
+    return {
+      release,
+      job: { kind, caller, request, model, provider, reservation },
+      acceptedAt,
+      headers: rateLimitHeaders(reservation.stamp),
+    };
+  } catch (error) {
+    release();
+    throw error;
+  }
 }
 
 /** An admitted image request. */
 export interface AdmittedImage {
+  /** Gives the parallel slot back when the reply ended. */
+  release: Release;
   caller: Caller;
   request: ImageRequest;
   reservation: QuotaReservation;
 }
 
 /** Caller, body, quota for the image route. */
-export async function admitImage(services: Services, context: HttpContext): Promise<AdmittedImage> {
+export async function admitImage(services: Services, context: HttpContext, options: { stream: boolean }): Promise<AdmittedImage> {
   const caller = await identify(services, context);
-  const request = parseImageRequest(await context.readJson(), services.images);
-  const reservation = await reserveQuota(services, caller, 'image');
-  return { caller, request, reservation };
+  const release = takeSlots(services, caller, options.stream);
+  try {
+    const request = parseImageRequest(await context.readJson(), services.images);
+    const reservation = await reserveQuota(services, caller, 'image');
+    return { release, caller, request, reservation };
+  } catch (error) {
+    release();
+    throw error;
+  }
 }

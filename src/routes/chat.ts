@@ -126,20 +126,23 @@ export function chatRoutes(services: Services, registry: ProviderRegistry): Rout
     );
   };
 
-  const admit = (context: HttpContext, kind: ChatKind) => admitChat(services, registry, context, kind);
+  /** Admits, replies, and gives the request's slots back however the reply ended. */
+  const serve =
+    (kind: ChatKind, reply: (context: HttpContext) => (context: HttpContext, admitted: AdmittedChat) => Promise<void>) =>
+    async (context: HttpContext): Promise<void> => {
+      const encoder = reply(context);
+      const admitted = await admitChat(services, registry, context, kind, { stream: encoder !== replyJson });
+      try {
+        await encoder(context, admitted);
+      } finally {
+        admitted.release();
+      }
+    };
   return [
-    { method: 'POST', path: '/api/chat', handler: async (context) => replyJson(context, await admit(context, 'chat')) },
-    { method: 'POST', path: '/api/chat/stream', handler: async (context) => sse(context, await admit(context, 'chat')) },
-    { method: 'POST', path: '/api/chat/progress', handler: async (context) => ndjson(context, await admit(context, 'chat')) },
-    {
-      method: 'POST',
-      path: '/api/chat/search',
-      handler: async (context) => {
-        const admitted = await admit(context, 'search');
-        if (wantsEventStream(context)) return sse(context, admitted);
-        return replyJson(context, admitted);
-      },
-    },
+    { method: 'POST', path: '/api/chat', handler: serve('chat', () => replyJson) },
+    { method: 'POST', path: '/api/chat/stream', handler: serve('chat', () => sse) },
+    { method: 'POST', path: '/api/chat/progress', handler: serve('chat', () => ndjson) },
+    { method: 'POST', path: '/api/chat/search', handler: serve('search', (context) => (wantsEventStream(context) ? sse : replyJson)) },
   ];
 }
 

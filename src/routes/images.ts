@@ -163,32 +163,36 @@ export function imageRoutes(services: Services): Route[] {
         const started = performance.now();
         const ndjson = wantsNdjson(context.request.headers.accept);
         // Quota is taken only for a valid request, and before any upstream work starts.
-        const { request, reservation } = await admitImage(services, context);
-        if (context.signal.aborted) {
-          // The client left while the quota was being taken: nothing will be produced for it.
-          await reservation.refund();
-          return;
-        }
-        if (ndjson) {
-          // The stream's first line is an acknowledgement: it waits for the quota take to be on disk.
-          await reservation.durable;
-          await streamImages(services, context, request, reservation.stamp, async () => void (await reservation.refund()), started);
-          return;
-        }
-        let images: GeneratedImage[];
+        const { request, reservation, release } = await admitImage(services, context, { stream: ndjson });
         try {
-          images = await generate(services, request, context.signal);
-        } catch (error) {
-          const refunded = await reservation.refund();
-          if (error instanceof ApiError)
-            throw new ApiError(error.code, error.message, {
-              details: error.details,
-              headers: { ...error.headers, ...rateLimitHeaders(refunded) },
-            });
-          throw error;
+          if (context.signal.aborted) {
+            // The client left while the quota was being taken: nothing will be produced for it.
+            await reservation.refund();
+            return;
+          }
+          if (ndjson) {
+            // The stream's first line is an acknowledgement: it waits for the quota take to be on disk.
+            await reservation.durable;
+            await streamImages(services, context, request, reservation.stamp, async () => void (await reservation.refund()), started);
+            return;
+          }
+          let images: GeneratedImage[];
+          try {
+            images = await generate(services, request, context.signal);
+          } catch (error) {
+            const refunded = await reservation.refund();
+            if (error instanceof ApiError)
+              throw new ApiError(error.code, error.message, {
+                details: error.details,
+                headers: { ...error.headers, ...rateLimitHeaders(refunded) },
+              });
+            throw error;
+          }
+          await reservation.durable;
+          context.json(200, replyBody(services, images, reservation.stamp), rateLimitHeaders(reservation.stamp));
+        } finally {
+          release();
         }
-        await reservation.durable;
-        context.json(200, replyBody(services, images, reservation.stamp), rateLimitHeaders(reservation.stamp));
       },
     },
   ];
