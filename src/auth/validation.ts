@@ -4,7 +4,7 @@ import { ApiError } from '../errors.js';
 import { issueSentence, parseOrThrow } from '../validation.js';
 
 /** User ids: short, URL-safe, no colon (anonymous callers are `anon:<address>`), never `me` or `admin`. */
-const USER_ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+export const USER_ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 const RESERVED_USER_IDS = new Set(['me', 'admin']);
 
 export const UserIdSchema = v.pipe(

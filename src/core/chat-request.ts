@@ -4,6 +4,7 @@
  */
 import * as v from 'valibot';
 import { SESSION_ID_PATTERN } from '../domain/types.js';
+import { COLLECTION_PATTERN } from '../rag/index-store.js';
 import { ApiError } from '../errors.js';
 import { parseOrThrow } from '../validation.js';
 
@@ -54,7 +55,15 @@ const chatFields = {
   ),
   rag: v.optional(
     v.union(
-      [v.boolean(), v.strictObject({ top_k: v.optional(Int(1, 20)), collection: v.optional(v.pipe(v.string(), v.minLength(1))) })],
+      [
+        v.boolean(),
+        v.strictObject({
+          top_k: v.optional(Int(1, 20)),
+          collection: v.optional(
+            v.pipe(v.string('must be a string'), v.regex(COLLECTION_PATTERN, 'must be 1-64 characters of A-Z, a-z, 0-9, "_" or "-"')),
+          ),
+        }),
+      ],
       'must be a boolean or {top_k?, collection?}',
     ),
   ),

@@ -6,12 +6,12 @@ import * as v from 'valibot';
 import { createKey, listKeys } from '../auth/key-service.js';
 import { isKeyId } from '../auth/keys.js';
 import type { UserRecord } from '../store/types.js';
-import { KeyNameSchema, parseWith, UserIdSchema } from '../auth/validation.js';
+import { KeyNameSchema, parseWith, USER_ID_PATTERN, UserIdSchema } from '../auth/validation.js';
 import { ApiError } from '../errors.js';
 import type { Route } from '../http/types.js';
 import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
-import { nextAfter, pageQuery } from './paging.js';
+import { idParam, nextAfter, pageQuery } from './paging.js';
 import { requireAdmin } from './admit.js';
 
 function userView(user: UserRecord): { user_id: string; plan: string; created: string } {
@@ -27,7 +27,9 @@ export function adminRoutes(services: Services): Route[] {
   const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
 
   const existingUser = (userId: string | undefined): UserRecord => {
-    const user = userId === undefined ? undefined : services.users.get(userId);
+    const user = services.users.get(
+      idParam(userId, 'user_id', USER_ID_PATTERN, 'a user id (1-64 characters of A-Z, a-z, 0-9, "_", "." or "-")'),
+    );
     if (!user) throw new ApiError('not_found', 'No user with this id.');
     return user;
   };
@@ -51,7 +53,7 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users',
       handler: async (context) => {
         await requireAdmin(services, context);
-        const { limit, after } = pageQuery(context.request.query);
+        const { limit, after } = pageQuery(context.request.query, USER_ID_PATTERN);
         const users = services.users.list({ limit, after });
         context.json(200, { users: users.map(userView), ...nextAfter(users, limit, (user) => user.user_id) }, NO_STORE);
       },
@@ -70,7 +72,10 @@ export function adminRoutes(services: Services): Route[] {
       handler: async (context) => {
         await requireAdmin(services, context);
         const body = parseWith(PatchUserBody, await context.readJson());
-        const updated = await services.users.setPlan(context.request.params.user_id ?? '', body.plan);
+        const updated = await services.users.setPlan(
+          idParam(context.request.params.user_id, 'user_id', USER_ID_PATTERN, 'a user id'),
+          body.plan,
+        );
         if (!updated) throw new ApiError('not_found', 'No user with this id.');
         context.json(200, userView(updated), NO_STORE);
       },

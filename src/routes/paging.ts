@@ -4,14 +4,32 @@
  * until a reply has no `next_after`.
  */
 import { queryInt } from '../auth/validation.js';
+import { ApiError } from '../errors.js';
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 
-/** The `limit` and `after` of a listing request, validated (invalid_request on a bad limit). */
-export function pageQuery(query: URLSearchParams): { limit: number; after: string | undefined } {
+/**
+ * The `limit` and `after` of a listing request, validated: `after` must look like an id of the
+ * listing (`idPattern`), since it becomes part of a storage key (invalid_request otherwise).
+ */
+export function pageQuery(query: URLSearchParams, idPattern: RegExp): { limit: number; after: string | undefined } {
   const limit = queryInt(query, 'limit', DEFAULT_LIMIT, 1, MAX_LIMIT);
-  return { limit, after: query.get('after') ?? undefined };
+  const after = query.get('after') ?? undefined;
+  if (after !== undefined && !idPattern.test(after)) {
+    throw new ApiError('invalid_request', 'The request is not valid.', {
+      details: [{ path: 'after', message: 'must be an id from this listing' }],
+    });
+  }
+  return { limit, after };
+}
+
+/** A path parameter that becomes part of a storage key: checked against its pattern, or 400 naming it. */
+export function idParam(value: string | undefined, name: string, pattern: RegExp, accepts: string): string {
+  if (value === undefined || !pattern.test(value)) {
+    throw new ApiError('invalid_request', 'The request is not valid.', { details: [{ path: name, message: `must be ${accepts}` }] });
+  }
+  return value;
 }
 
 /** `{next_after}` holding the last item's id when the page is full, else `{}` (the listing ended). */

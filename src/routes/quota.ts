@@ -5,8 +5,12 @@ import type { Route } from '../http/types.js';
 import type { QuotaSubject } from '../quota/types.js';
 import type { Services } from '../services.js';
 import { identify } from './admit.js';
+import { idParam } from './paging.js';
 
 /** The quota lookup route. */
+/** `me`, a user id, or an anonymous caller (`anon:` and an IP address). */
+const QUOTA_SUBJECT = /^(?:[A-Za-z0-9_.-]{1,64}|anon:[0-9A-Fa-f:.]{1,45})$/;
+
 export function quotaRoutes(services: Services): Route[] {
   /** Whose record the caller asked for, or a refusal: `me` and one's own id for everyone, any id for the admin. */
   const subjectFor = (caller: Caller, requested: string): QuotaSubject => {
@@ -24,7 +28,8 @@ export function quotaRoutes(services: Services): Route[] {
       path: '/api/chat/quota/:user_id',
       handler: async (context) => {
         const caller = await identify(services, context);
-        const subject = subjectFor(caller, context.request.params.user_id ?? '');
+        const requested = idParam(context.request.params.user_id, 'user_id', QUOTA_SUBJECT, '"me", a user id or an anonymous caller id');
+        const subject = subjectFor(caller, requested);
         const status = services.quota.status(subject);
         context.json(200, { user_id: subject.id, ...status }, { 'Cache-Control': 'no-store' });
       },

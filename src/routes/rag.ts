@@ -86,7 +86,7 @@ export function ragRoutes(services: Services): Route[] {
       handler: async (context) => {
         await requireAdmin(services, context);
         const collection = collectionFromQuery(context);
-        const { limit, after } = pageQuery(context.request.query);
+        const { limit, after } = pageQuery(context.request.query, DOCUMENT_ID_PATTERN);
         if (collection !== undefined) requireCollection(collection);
         const documents = knowledge.list({ collection, limit, after });
         const page = nextAfter(documents, limit, (document) => document.document_id);
