@@ -12,10 +12,61 @@ export interface StreamHooks {
   onBackpressure(): void;
 }
 
+/**
+ * One timer for the heartbeats of every stream with the same interval, instead of a timer per
+ * stream re-armed on every write: with 10k open streams a write then costs a timestamp, and the
+ * wheel looks at each stream a few times per interval.
+ */
+class HeartbeatWheel {
+  private static readonly wheels = new Map<string, HeartbeatWheel>();
+  private readonly streams = new Set<UwsResponseStream>();
+  private timer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    private readonly intervalMs: number,
+    private readonly frame: string,
+  ) {}
+
+  /** The wheel for an interval and frame, shared by every stream that uses them. */
+  static for(intervalMs: number, frame: string): HeartbeatWheel {
+    const key = `${intervalMs}\n${frame}`;
+    let wheel = HeartbeatWheel.wheels.get(key);
+    if (!wheel) {
+      wheel = new HeartbeatWheel(intervalMs, frame);
+      HeartbeatWheel.wheels.set(key, wheel);
+    }
+    return wheel;
+  }
+
+  add(stream: UwsResponseStream): void {
+    this.streams.add(stream);
+    if (!this.timer) {
+      // A few looks per interval: a ping goes out between 1 and 1.25 intervals of silence.
+      this.timer = setInterval(() => this.tick(), Math.max(1, Math.floor(this.intervalMs / 4)));
+      this.timer.unref();
+    }
+  }
+
+  remove(stream: UwsResponseStream): void {
+    this.streams.delete(stream);
+    if (this.streams.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private tick(): void {
+    const now = performance.now();
+    for (const stream of this.streams) stream.pingIfSilent(now, this.intervalMs, this.frame);
+  }
+}
+
 export class UwsResponseStream implements ResponseStream {
   private drainWaiter: ((open: boolean) => void) | undefined;
   private stallTimer: NodeJS.Timeout | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private readonly heartbeat: HeartbeatWheel | undefined;
+  /** performance.now() of the last frame written (the heartbeat's silence is measured from it). */
+  private lastWriteAt = performance.now();
   private ended = false;
   private aborted = false;
   /** Bytes handed to uWS; exposed for tests and metrics. */
@@ -33,7 +84,16 @@ export class UwsResponseStream implements ResponseStream {
       this.wake(true);
       return true;
     });
-    this.armHeartbeat();
+    if (options.heartbeat) {
+      this.heartbeat = HeartbeatWheel.for(options.heartbeat.intervalMs, options.heartbeat.frame);
+      this.heartbeat.add(this);
+    }
+  }
+
+  /** Writes the heartbeat frame after `intervalMs` of silence (never while waiting on a slow client). */
+  pingIfSilent(now: number, intervalMs: number, frame: string): void {
+    if (this.closed || this.drainWaiter || now - this.lastWriteAt < intervalMs) return;
+    void this.write(frame);
   }
 
   get closed(): boolean {
@@ -49,7 +109,7 @@ export class UwsResponseStream implements ResponseStream {
       accepted = this.response.write(frame);
     });
     this.bytesWritten += Buffer.byteLength(frame);
-    this.armHeartbeat();
+    this.lastWriteAt = performance.now();
     if (accepted) return true;
     this.hooks.onBackpressure();
     return this.waitForDrain();
@@ -58,7 +118,7 @@ export class UwsResponseStream implements ResponseStream {
   end(): void {
     if (this.closed) return;
     this.ended = true;
-    this.stopHeartbeat();
+    this.heartbeat?.remove(this);
     this.response.cork(() => this.response.end());
     this.wake(false);
     this.onFinish();
@@ -68,7 +128,7 @@ export class UwsResponseStream implements ResponseStream {
   markAborted(): void {
     if (this.closed) return;
     this.aborted = true;
-    this.stopHeartbeat();
+    this.heartbeat?.remove(this);
     this.wake(false);
     this.onFinish();
   }
@@ -96,22 +156,5 @@ export class UwsResponseStream implements ResponseStream {
     const waiter = this.drainWaiter;
     this.drainWaiter = undefined;
     waiter?.(open && !this.closed);
-  }
-
-  private armHeartbeat(): void {
-    if (!this.options.heartbeat || this.closed) return;
-    this.stopHeartbeat();
-    const { intervalMs, frame } = this.options.heartbeat;
-    this.heartbeatTimer = setTimeout(() => {
-      // Skip the ping while waiting for a drain: the client is already behind.
-      if (!this.drainWaiter) void this.write(frame);
-      else this.armHeartbeat();
-    }, intervalMs);
-    this.heartbeatTimer.unref();
-  }
-
-  private stopHeartbeat(): void {
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
-    this.heartbeatTimer = undefined;
   }
 }
