@@ -83,6 +83,25 @@ describe('chat with rag through the pipeline', () => {
     );
   });
 
+  test('a collection that does not exist is a 404 naming it, before any quota is taken; rag: true searches every collection', async () => {
+    const before = (await (await server.post('/api/chat/', { message: 'count me' })).json()) as { remaining: number };
+    const response = await server.post('/api/chat/', { message: 'When is the ficus watered?', rag: { collection: 'no-such-shelf' } });
+    assert.equal(response.status, 404);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'not_found');
+    assert.match(body.error.message, /"no-such-shelf"/);
+    assert.equal(response.headers.get('ratelimit-remaining'), null, 'refused before the quota step');
+    const all = (await (await server.post('/api/chat/', { message: 'When is the ficus watered?', rag: true })).json()) as {
+      remaining: number;
+      sources: Array<{ title: string }>;
+    };
+    assert.equal(all.remaining, before.remaining - 1, 'only the answered request was charged');
+    assert.ok(
+      all.sources.some((source) => source.title === 'Office plants'),
+      'rag: true finds documents of any collection',
+    );
+  });
+
   test('retrieval time is measured', async () => {
     await (await server.post('/api/chat/', { message: 'refunds', rag: true })).text();
     const text = await (await server.fetch('/metrics')).text();

@@ -1,7 +1,7 @@
 /** `colloquy rag …` on a data directory, then the server reading what the CLI indexed. */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,6 +74,14 @@ describe('colloquy rag', () => {
     assert.match(run.stderr, /hostname: unsupported file type/);
     const list = await colloquy(dataDir, ['rag', 'list', '--json']);
     assert.equal((JSON.parse(list.stdout) as { documents: unknown[] }).documents.length, 3);
+  });
+
+  it('names the file it failed on when a document cannot be indexed', async () => {
+    const empty = join(dataDir, 'empty-notes.md');
+    writeFileSync(empty, '   \n\n  ');
+    const run = await colloquy(dataDir, ['rag', 'add', files[0]!, empty, '--collection', 'cli']);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /empty-notes\.md: /);
   });
 
   it('answers a usage mistake with exit code 2', async () => {

@@ -8,6 +8,7 @@ import {
   COLLECTION_PATTERN,
   DEFAULT_COLLECTION,
   type DocumentInput,
+  IngestFailure,
   type IngestResult,
   type KnowledgeBase,
 } from '../rag/knowledge-base.js';
@@ -97,6 +98,7 @@ async function add(knowledge: KnowledgeBase, files: FileToAdd[], collection: str
     results = await knowledge.addMany(inputs, { batchSize: 16, onProgress: (done, total, result) => reporter.update(done, total, result) });
   } catch (error) {
     reporter.finish();
+    if (error instanceof IngestFailure) throw new CommandError(`${files[error.index]?.path ?? 'a file'}: ${describe(error)}`);
     if (error instanceof ApiError) throw new CommandError(describe(error));
     throw error;
   }

@@ -8,6 +8,7 @@
  * never run on this platform (the promise stays pending), and a synchronous transaction is also what
  * makes the read-modify-write of counters safe across worker processes sharing the environment.
  */
+import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LmdbStorage } from '../store/lmdb.js';
 import type { Embedder } from './embeddings.js';
@@ -55,6 +56,16 @@ export interface KnowledgeBaseOptions {
   statsFlushMs?: number;
   /** Posting-list length above which a term is only looked up, not scanned (bm25.ts SCAN_LIMIT). */
   scanLimit?: number;
+}
+
+/** A document of a batch that could not be ingested: the catalogue error, and which input it was. */
+export class IngestFailure extends ApiError {
+  constructor(
+    readonly index: number,
+    cause: ApiError,
+  ) {
+    super(cause.code, cause.message, { details: cause.details });
+  }
 }
 
 /** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB. */
@@ -119,7 +130,15 @@ export class KnowledgeBase implements Retriever {
     const results: IngestResult[] = [];
     for (let start = 0; start < inputs.length; start += batchSize) {
       const batch: PreparedDocument[] = [];
-      for (const input of inputs.slice(start, start + batchSize)) batch.push(await prepareDocument(input, this.options, options.signal));
+      for (const [offset, input] of inputs.slice(start, start + batchSize).entries()) {
+        try {
+          batch.push(await prepareDocument(input, this.options, options.signal));
+        } catch (error) {
+          // Which input failed is what a caller adding many needs to say (the CLI names the file).
+          if (error instanceof ApiError) throw new IngestFailure(start + offset, error);
+          throw error;
+        }
+      }
       const written = this.storage.root.transactionSync(() => {
         const frequencies = new Map<string, number>();
         const batchResults = batch.map((prepared) => this.writer.write(prepared, frequencies));

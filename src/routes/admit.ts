@@ -92,6 +92,14 @@ export async function admitChat(
   const release = takeSlots(services, caller, options.stream);
   try {
     const request = parseChatRequest(await context.readJson(), kind === 'search');
+    const collection = typeof request.rag === 'object' ? request.rag.collection : undefined;
+    if (collection !== undefined && !services.knowledge.hasCollection(collection)) {
+      // Never a silent empty answer: asking a collection that does not exist is a mistake to name.
+      throw new ApiError(
+        'not_found',
+        `The knowledge base has no collection "${collection}"; the admin listing GET /api/rag/documents shows the collections there are.`,
+      );
+    }
     const { model, provider } = registry.resolve(request.model);
     const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
     return {
