@@ -7,7 +7,7 @@ import type { FinishReason } from '../domain/types.js';
 import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upstream-error.js';
-import { objectField, objectOf, numberField, stringField, WRONG } from './frame-check.js';
+import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
@@ -102,14 +102,7 @@ export class AnthropicProvider implements ChatProvider {
       const events: ProviderEvent[] = [];
       let failure: UpstreamError | undefined;
       for (const message of frames) {
-        let json: unknown;
-        try {
-          json = JSON.parse(message.data);
-        } catch {
-          failure = malformedFrame('anthropic');
-          break;
-        }
-        const frame = readStreamFrame(json);
+        const frame = readFrame(message.data, readStreamFrame);
         if (!frame) {
           failure = malformedFrame('anthropic');
           break;

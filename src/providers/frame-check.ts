@@ -45,3 +45,14 @@ export function firstObjectOf(
   if (value.length === 0) return undefined;
   return objectOf(value[0]) ?? WRONG;
 }
+
+/** Parses a frame's JSON text and reads it with `read`: undefined when it is not JSON or malformed. */
+export function readFrame<T>(text: string, read: (json: unknown) => T | undefined): T | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return read(json);
+}

@@ -8,7 +8,7 @@ import type { FinishReason } from '../domain/types.js';
 import { ndjsonLines } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
-import { numberField, objectField, objectOf, stringField, WRONG } from './frame-check.js';
+import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
@@ -78,14 +78,7 @@ export class OllamaProvider implements ChatProvider {
       const events: ProviderEvent[] = [];
       let failure: UpstreamError | undefined;
       for (const line of lines) {
-        let json: unknown;
-        try {
-          json = JSON.parse(line);
-        } catch {
-          failure = malformedFrame('ollama');
-          break;
-        }
-        const parsed = readOllamaLine(json);
+        const parsed = readFrame(line, readOllamaLine);
         if (!parsed) {
           failure = malformedFrame('ollama');
           break;

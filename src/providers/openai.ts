@@ -8,7 +8,7 @@ import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
-import { firstObjectOf, numberField, objectField, objectOf, stringField, WRONG } from './frame-check.js';
+import { firstObjectOf, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderUsage } from './types.js';
 
@@ -95,14 +95,7 @@ export class OpenAiProvider implements ChatProvider {
           done = true;
           break;
         }
-        let json: unknown;
-        try {
-          json = JSON.parse(frame.data);
-        } catch {
-          failure = malformedFrame('openai');
-          break;
-        }
-        const chunk = readCompletionChunk(json);
+        const chunk = readFrame(frame.data, readCompletionChunk);
         if (!chunk) {
           failure = malformedFrame('openai');
           break;
