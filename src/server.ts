@@ -12,9 +12,11 @@ import { createMetrics } from './metrics.js';
 import { buildRoutes } from './routes/index.js';
 import { createKnowledgeBase } from './rag/create.js';
 import { createSearchProvider } from './search/factory.js';
+import { createProviderRegistry } from './providers/registry.js';
 import { ParallelLimiter, StreamSlots } from './quota/parallel.js';
 import type { Services } from './services.js';
 import { recordUpstreamCalls } from './upstream/observer.js';
+import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
 import type { QuotaCounterStore } from './store/types.js';
@@ -45,6 +47,13 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   // The upstream layer's one metrics and log seam, shared by every kind of upstream call.
   const upstreamCalls = recordUpstreamCalls(metrics, logger);
   const upstream = new UpstreamClient(config.upstream, upstreamCalls);
+  const models = createProviderRegistry(config, upstream);
+  const reachability = new ReachabilityProbe(models.probeTargets(), {
+    intervalMs: config.healthProbeIntervalMs,
+    timeoutMs: config.upstream.connectTimeoutMs,
+    maxBytes: config.upstream.maxFrameBytes,
+    observer: upstreamCalls,
+  });
   const storage = new LmdbStorage(config.dataDir);
   const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
   const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
@@ -68,6 +77,8 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     search,
     knowledge,
     upstream,
+    models,
+    reachability,
     parallel: new ParallelLimiter((caller) =>
       caller.kind === 'anonymous'
         ? config.anonymousMaxParallel
@@ -130,6 +141,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     await storage.close();
     throw error;
   }
+  reachability.start();
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   logger.info({ host: config.host, port, version: config.version }, 'listening');
 
@@ -142,6 +154,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
       closing ??= (async () => {
         services.lifecycle.draining = true;
         await http.close(config.shutdownGraceMs);
+        await reachability.stop();
         await upstream.close();
         knowledge.close();
         await storage.close();

@@ -13,6 +13,8 @@ import type { LmdbStorage } from './store/lmdb.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
 import type { SearchProvider } from './search/types.js';
+import type { ProviderRegistry } from './providers/registry.js';
+import type { ReachabilityProbe } from './upstream/reachability.js';
 import type { UpstreamClient } from './upstream/stream-call.js';
 
 export interface Services {
@@ -34,6 +36,10 @@ export interface Services {
   knowledge: KnowledgeBase;
   /** Web search for `web_search` and /api/chat/search (config.search; offline default `local`, the knowledge base). */
   search: SearchProvider;
+  /** The configured models and the provider of each. */
+  models: ProviderRegistry;
+  /** Whether each upstream answered its last background probe (for /health). */
+  reachability: ReachabilityProbe;
   /** The one client for streamed upstream calls (the chat providers), with its connection pool. */
   upstream: UpstreamClient;
   /** Requests in flight per caller (`max_parallel`, `anonymous_max_parallel`), per node. */

@@ -79,6 +79,7 @@ export const ConfigFileSchema = v.strictObject({
   ),
   upstream_max_frame_bytes: v.optional(PositiveInt),
   max_answer_bytes: v.optional(PositiveInt),
+  health_probe_interval_ms: v.optional(PositiveInt),
   anonymous_max_parallel: v.optional(PositiveInt),
   max_streams: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),

@@ -54,6 +54,8 @@ export interface Config {
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
   /** Largest answer kept and sent, in bytes; past it the reply ends with finish_reason `length`. */
   maxAnswerBytes: number;
+  /** How often each upstream's reachability is probed in the background for /health. */
+  healthProbeIntervalMs: number;
   /** Requests one anonymous client address may run at once, per node. */
   anonymousMaxParallel: number;
   /** Open streams this node serves at most; beyond it new streams get 503 overloaded. */

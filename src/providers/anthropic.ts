@@ -3,6 +3,7 @@
  * message_delta (stop reason, output tokens), message_stop, and `error` events sent mid-stream.
  * Deep thinking turns on extended thinking with the model's token budget.
  */
+import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
 import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
@@ -86,6 +87,13 @@ export class AnthropicProvider implements ChatProvider {
   readonly name = 'anthropic' as const;
 
   constructor(private readonly client: UpstreamClient) {}
+
+  probeRequest(model: ModelConfig): { url: string; headers: Record<string, string> } {
+    const base = (model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');
+    const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION };
+    if (model.apiKey) headers['x-api-key'] = model.apiKey;
+    return { url: /\/v1$/.test(base) ? `${base}/models` : `${base}/v1/models`, headers };
+  }
 
   async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');

@@ -4,6 +4,7 @@
  * counts. Deep thinking is Ollama's `think` flag; older reasoning models still put `<think>`
  * tags in content, which are split out too.
  */
+import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
 import { ndjsonLines } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
@@ -68,6 +69,10 @@ export class OllamaProvider implements ChatProvider {
   readonly name = 'ollama' as const;
 
   constructor(private readonly client: UpstreamClient) {}
+
+  probeRequest(model: ModelConfig): { url: string; headers: Record<string, string> } {
+    return { url: `${(model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '')}/api/tags`, headers: {} };
+  }
 
   async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '');

@@ -3,6 +3,7 @@
  * Reasoning arrives as `reasoning_content` (DeepSeek, vLLM), `reasoning` (OpenRouter, Ollama's
  * compatibility layer) or `<think>` tags inside `content`; all become thinking events.
  */
+import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
 import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
@@ -75,6 +76,11 @@ export class OpenAiProvider implements ChatProvider {
   readonly name = 'openai' as const;
 
   constructor(private readonly client: UpstreamClient) {}
+
+  probeRequest(model: ModelConfig): { url: string; headers: Record<string, string> } {
+    const base = (model.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
+    return { url: `${base}/models`, headers: model.apiKey ? { authorization: `Bearer ${model.apiKey}` } : {} };
+  }
 
   async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, '');

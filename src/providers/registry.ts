@@ -5,12 +5,15 @@ import { AnthropicProvider } from './anthropic.js';
 import { BuiltinProvider } from './builtin.js';
 import { OllamaProvider } from './ollama.js';
 import { OpenAiProvider } from './openai.js';
+import type { ProbeTarget } from '../upstream/reachability.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import type { ChatProvider } from './types.js';
 
 export interface ProviderRegistry {
   /** The configured models, builtin first. */
   readonly models: readonly ModelConfig[];
+  /** The cheap reads that show each upstream model's server is there (none for the built-in model). */
+  probeTargets(): ProbeTarget[];
   /** Resolves a model id (or the default) to its config and provider; unknown ids are invalid_request. */
   resolve(modelId: string | undefined): { model: ModelConfig; provider: ChatProvider };
 }
@@ -26,6 +29,11 @@ export function createProviderRegistry(config: Readonly<Config>, upstream: Upstr
   const byId = new Map(config.models.map((model) => [model.id, model]));
   return {
     models: config.models,
+    probeTargets: () =>
+      config.models.flatMap((model) => {
+        const request = providers[model.provider].probeRequest?.(model);
+        return request ? [{ id: model.id, provider: model.provider, ...request }] : [];
+      }),
     resolve(modelId) {
       const id = modelId ?? config.defaultModel;
       const model = byId.get(id);

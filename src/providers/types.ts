@@ -44,4 +44,6 @@ export interface ChatProvider {
    * batch that holds `finish`. Throws UpstreamError (upstream_error / upstream_timeout) on failure.
    */
   stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]>;
+  /** A cheap read that shows the model's upstream is there (its model list); none for the built-in model. */
+  probeRequest?(model: ModelConfig): { url: string; headers: Record<string, string> };
 }

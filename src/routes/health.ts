@@ -2,12 +2,28 @@
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
 
-/** Health of each configured model's provider, as far as it can be known without spending a call. */
-function providerChecks(services: Services): Record<string, { provider: string; status: string }> {
-  const checks: Record<string, { provider: string; status: string }> = {};
+interface ProviderCheck {
+  provider: string;
+  status: string;
+  checked_at?: string;
+  reason?: string;
+}
+
+/** Each configured model's upstream, as the last background probe found it (no call per request). */
+function providerChecks(services: Services): Record<string, ProviderCheck> {
+  const checks: Record<string, ProviderCheck> = {};
   for (const model of services.config.models) {
-    const ready = model.provider === 'builtin' || Boolean(model.baseUrl);
-    checks[model.id] = { provider: model.provider, status: ready ? 'ok' : 'misconfigured' };
+    if (model.provider !== 'builtin' && !model.baseUrl) {
+      checks[model.id] = { provider: model.provider, status: 'misconfigured' };
+      continue;
+    }
+    const probed = services.reachability.of(model.id);
+    checks[model.id] = {
+      provider: model.provider,
+      status: probed?.status ?? 'ok',
+      ...(probed?.checked_at ? { checked_at: probed.checked_at } : {}),
+      ...(probed?.reason ? { reason: probed.reason } : {}),
+    };
   }
   return checks;
 }
@@ -26,7 +42,8 @@ export function healthRoutes(services: Services): Route[] {
           images: { provider: services.images.name },
           search: { provider: services.search.name },
         };
-        const providersOk = Object.values(providers).some((check) => check.status === 'ok');
+        // An upstream down (or misconfigured) leaves the node serving the others: degraded, still 200.
+        const providersOk = Object.values(providers).every((check) => check.status === 'ok' || check.status === 'unknown');
         // Storage that cannot be read means the node cannot serve; a provider down is only degraded.
         const status = services.lifecycle.draining ? 'draining' : !storage.ok ? 'unavailable' : providersOk ? 'ok' : 'degraded';
         const body = {

@@ -5,7 +5,6 @@ import { dashboardRoutes } from './dashboard.js';
 import { adminRoutes } from './admin.js';
 import { chatRoutes } from './chat.js';
 import { modelsRoutes } from './models.js';
-import { createProviderRegistry } from '../providers/registry.js';
 import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
 import { keyRoutes } from './keys.js';
@@ -15,7 +14,7 @@ import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
 
 export function buildRoutes(services: Services): Route[] {
-  const providers = createProviderRegistry(services.config, services.upstream);
+  const providers = services.models;
   return [
     ...healthRoutes(services),
     ...metricsRoutes(services),
