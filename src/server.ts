@@ -111,6 +111,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     trustProxy: trustProxyFrom(config.trustProxy),
     streamStallTimeoutMs: config.streamStallTimeoutMs,
     drainingRoutes: [...PROBE_ROUTES],
+    cors: config.corsOrigins.length > 0 ? { origins: new Set(config.corsOrigins) } : undefined,
     onRequestDone: (record) => {
       const series = requestSeries(record.method, record.route, record.status);
       series.count.inc();

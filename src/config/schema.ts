@@ -80,6 +80,12 @@ export const ConfigFileSchema = v.strictObject({
   upstream_max_frame_bytes: v.optional(PositiveInt),
   max_answer_bytes: v.optional(PositiveInt),
   health_probe_interval_ms: v.optional(PositiveInt),
+  /** Origins (`https://app.example`) whose pages may call /api/* and /v1/* from a browser. */
+  cors: v.optional(
+    v.strictObject({
+      origins: v.array(v.pipe(v.string(), v.regex(/^https?:\/\/[^/\s]+$/, 'must be an origin such as "https://app.example"'))),
+    }),
+  ),
   anonymous_max_parallel: v.optional(PositiveInt),
   max_streams: v.optional(PositiveInt),
   shutdown_grace_ms: v.optional(PositiveInt),

@@ -54,6 +54,8 @@ export interface Config {
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
   /** Largest answer kept and sent, in bytes; past it the reply ends with finish_reason `length`. */
   maxAnswerBytes: number;
+  /** Origins whose browser pages may call the API (CORS); empty: none. */
+  corsOrigins: readonly string[];
   /** How often each upstream's reachability is probed in the background for /health. */
   healthProbeIntervalMs: number;
   /** Requests one anonymous client address may run at once, per node. */

@@ -7,6 +7,7 @@ import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import { ApiError, ClientGone, ServerShutdown, STATUS_TEXT, toApiError } from '../errors.js';
 import { clientAddressFrom, type TrustProxy } from './client-address.js';
+import { allowedOrigin, corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
 import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.js';
 import { Router } from './router.js';
 import { UwsResponseStream } from './stream.js';
@@ -30,6 +31,8 @@ export interface HttpServerOptions {
   streamStallTimeoutMs?: number;
   /** Routes still served while draining (the health probe, so it can say `draining`). */
   drainingRoutes?: readonly string[];
+  /** Cross-origin access for browser apps (`cors.origins`); none by default. */
+  cors?: CorsPolicy | undefined;
   onRequestDone(record: RequestRecord): void;
   onBackpressure(): void;
   /** Unexpected (non-ApiError) failures; never sent to the client. */
@@ -66,6 +69,8 @@ class UwsContext implements HttpContext {
     readonly request: RequestSnapshot,
     private readonly body: BodyCollector,
     private readonly server: HttpServer,
+    /** The allowed cross-origin requester, whose origin every reply header block echoes. */
+    private readonly corsOrigin: string | undefined = undefined,
   ) {}
 
   get signal(): AbortSignal {
@@ -178,6 +183,10 @@ class UwsContext implements HttpContext {
     this.response.writeHeader('Content-Type', contentType);
     for (const [name, value] of SECURITY_HEADERS) this.response.writeHeader(name, value);
     if (headers) for (const name in headers) this.response.writeHeader(name, headers[name]!);
+    if (this.corsOrigin) {
+      const cors = corsHeaders(this.corsOrigin);
+      for (const name in cors) this.response.writeHeader(name, cors[name]!);
+    }
   }
 
   private complete(): void {
@@ -328,13 +337,19 @@ export class HttpServer {
       },
     };
     const body = this.attachBody(response, headers);
-    const context = new UwsContext(response, snapshot, body, this);
+    const origin = allowedOrigin(this.options.cors, path, headers.origin);
+    const context = new UwsContext(response, snapshot, body, this, method === 'OPTIONS' ? undefined : origin);
     // onAborted before anything that could return or await, or uWS aborts the process.
     response.onAborted(() => context.handleAbort());
     this.inflight.add(context);
 
     if (this.draining && !(lookup.kind === 'found' && this.options.drainingRoutes?.includes(lookup.match.route))) {
       context.fail(new ServerShutdown());
+      return;
+    }
+    if (method === 'OPTIONS' && lookup.kind === 'method_not_allowed' && origin !== undefined) {
+      // A preflight from an allowed origin: the route's methods, the headers a client may send.
+      context.send(204, 'text/plain', '', preflightHeaders(origin, lookup.allow));
       return;
     }
     if (lookup.kind === 'not_found') {
