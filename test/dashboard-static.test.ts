@@ -122,20 +122,47 @@ describe('the dashboard static files', () => {
     const page = parsePage(html);
     const assets = [...page.scripts.map((script) => script.src!), ...page.stylesheets];
     const expectedTypes: Record<string, string> = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
+    const releases = new Set<string>();
     for (const url of assets) {
-      const match = /^\/dashboard\/assets\/[a-z-]+\.(js|css)\?v=([A-Za-z0-9_-]{16})$/.exec(url);
+      const match = /^\/dashboard\/assets\/([A-Za-z0-9_-]{16})\/[a-z-]+\.(js|css)$/.exec(url);
       assert.ok(match, `${url} is fingerprinted`);
+      releases.add(match[1]!);
       const response = await server.fetch(url);
       assert.equal(response.status, 200);
-      assert.equal(response.headers.get('content-type'), expectedTypes[match[1]!]);
+      assert.equal(response.headers.get('content-type'), expectedTypes[match[2]!]);
       assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
-      assert.equal(response.headers.get('etag'), `"${match[2]}"`);
+      assert.match(response.headers.get('etag') ?? '', /^"[A-Za-z0-9_-]{16}"$/);
       assert.ok((await response.arrayBuffer()).byteLength > 100);
     }
+    assert.equal(releases.size, 1, 'every asset comes from one release directory');
+  });
+
+  it('serves every module the entry script imports, transitively, from the same fingerprinted directory', async () => {
+    const entry = parsePage(html).scripts.find((script) => script.type === 'module')!.src!;
+    const seen = new Set<string>();
+    const queue = [new URL(entry, server.url).href];
+    while (queue.length > 0) {
+      const url = queue.shift()!;
+      if (seen.has(url)) continue;
+      seen.add(url);
+      const response = await server.fetch(new URL(url).pathname);
+      assert.equal(response.status, 200, `${url} is served`);
+      assert.equal(response.headers.get('content-type'), 'text/javascript; charset=utf-8');
+      assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable', `${url} is immutable`);
+      const source = await response.text();
+      for (const [, specifier] of source.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s*'([^']+)'/gm)) {
+        assert.match(specifier!, /^\.\/[a-z-]+\.js$/, `${url} imports ${specifier} by a relative path`);
+        queue.push(new URL(specifier!, url).href);
+      }
+    }
+    // The entry, the helpers, every view and the vendored chart library.
+    const names = [...seen].map((url) => url.slice(url.lastIndexOf('/') + 1));
+    for (const name of ['dashboard.js', 'api.js', 'sse.js', 'playground-view.js', 'admin-view.js'])
+      assert.ok(names.includes(name), `${name} is in the module graph`);
   });
 
   it('makes an unfingerprinted or stale asset URL revalidate, and answers 304 to a matching If-None-Match', async () => {
-    for (const path of ['/dashboard/assets/sse.js', '/dashboard/assets/sse.js?v=stale']) {
+    for (const path of ['/dashboard/assets/sse.js', '/dashboard/assets/AAAAAAAAAAAAAAAA/sse.js']) {
       const response = await server.fetch(path);
       assert.equal(response.status, 200);
       assert.equal(response.headers.get('cache-control'), 'no-cache');
@@ -148,15 +175,28 @@ describe('the dashboard static files', () => {
     const changed = await server.fetch('/dashboard', { headers: { 'if-none-match': '"something-else"' } });
     assert.equal(changed.status, 200);
     assert.equal(await changed.text(), html);
+    const stylesheet = parsePage(html).stylesheets[0]!;
+    const first = await server.fetch(stylesheet);
+    await first.arrayBuffer();
+    const again = await server.fetch(stylesheet, { headers: { 'if-none-match': first.headers.get('etag')! } });
+    assert.equal(again.status, 304);
+    await again.arrayBuffer();
   });
 
   it('answers 404 in the contract error shape for an unknown asset and 405 for a POST', async () => {
     const missing = await server.fetch('/dashboard/assets/secrets.json');
     assert.equal(missing.status, 404);
     assert.equal(((await missing.json()) as { error: { code: string } }).error.code, 'not_found');
-    const traversal = await server.fetch('/dashboard/assets/..%2F..%2Fpackage.json');
-    assert.equal(traversal.status, 404);
-    await traversal.arrayBuffer();
+    for (const path of [
+      '/dashboard/assets/..%2F..%2Fpackage.json',
+      '/dashboard/assets/AAAAAAAAAAAAAAAA/..%2F..%2Fpackage.json',
+      '/dashboard/assets/not-a-release/sse.js',
+      '/dashboard/assets/AAAAAAAAAAAAAAAA/index.html',
+    ]) {
+      const refused = await server.fetch(path);
+      assert.equal(refused.status, 404, path);
+      await refused.arrayBuffer();
+    }
     const posted = await server.post('/dashboard', {});
     assert.equal(posted.status, 405);
     assert.equal(posted.headers.get('allow'), 'GET, HEAD');

@@ -4,7 +4,8 @@
  * hash and served from memory with ETags, so a request never touches the disk.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { ApiError } from '../errors.js';
 import type { Headers, HttpContext, Route } from '../http/types.js';
 import type { Services } from '../services.js';
@@ -46,35 +47,30 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 /**
- * The assets the page references: the stylesheet, the icon and the ES modules of the script (one
- * per view, imported by `dashboard.js` with relative URLs). Anything else under /dashboard/assets/
- * is 404.
+ * Third-party browser code the page loads, served from the installed npm package (a dependency, so
+ * it is there after `npm ci` in a clone and after installing the packed tarball) under a local name.
  */
-const ASSET_NAMES = [
-  'dashboard.css',
-  'icon.svg',
-  'dashboard.js',
-  'state.js',
-  'errors.js',
-  'feedback.js',
-  'api.js',
-  'sse.js',
-  'dom.js',
-  'secrets.js',
-  'signin.js',
-  'quota-view.js',
-  'keys-view.js',
-  'sessions-view.js',
-  'playground-view.js',
-  'admin-view.js',
-] as const;
+const VENDORED: ReadonlyArray<{ name: string; specifier: string }> = [
+  { name: 'uplot.js', specifier: 'uplot/dist/uPlot.esm.js' },
+  { name: 'uplot.css', specifier: 'uplot/dist/uPlot.min.css' },
+];
+
+/** A release directory name or a file's fingerprint: a 16-character content hash. */
+const RELEASE_PATTERN = /^[A-Za-z0-9_-]{16}$/;
 
 interface StaticFile {
   body: Buffer;
   contentType: string;
   etag: string;
-  /** Short content hash used as the `?v=` fingerprint in asset URLs. */
+  /** Short content hash of this file. */
   version: string;
+}
+
+interface DashboardFiles {
+  page: StaticFile;
+  assets: Map<string, StaticFile>;
+  /** Hash over every asset: the directory the page loads them from. */
+  release: string;
 }
 
 function contentTypeOf(name: string): string {
@@ -84,19 +80,33 @@ function contentTypeOf(name: string): string {
   return type;
 }
 
+function contentHash(data: string | Buffer): string {
+  return createHash('sha256').update(data).digest('base64url').slice(0, 16);
+}
+
 function staticFile(name: string, body: Buffer): StaticFile {
-  const version = createHash('sha256').update(body).digest('base64url').slice(0, 16);
+  const version = contentHash(body);
   return { body, contentType: contentTypeOf(name), etag: `"${version}"`, version };
 }
 
-/** Reads the page and its assets; asset URLs in the page get their content hash appended. */
-function loadDashboardFiles(root: URL = WEB_ROOT): { page: StaticFile; assets: Map<string, StaticFile> } {
+/**
+ * Reads the page and its assets: every stylesheet, icon and ES module beside index.html, plus the
+ * vendored chart library. The assets are served under one directory named by a hash over all of
+ * them, so the modules' relative imports (`./state.js`) land on fingerprinted, immutable URLs
+ * without a bundler or an import map, and any changed file moves the whole graph to a new URL.
+ */
+function loadDashboardFiles(root: URL = WEB_ROOT): DashboardFiles {
   const assets = new Map<string, StaticFile>();
-  for (const name of ASSET_NAMES) assets.set(name, staticFile(name, readFileSync(new URL(name, root))));
+  const names = readdirSync(root)
+    .filter((name) => name !== 'index.html' && /^[a-z-]+\.(js|css|svg)$/.test(name))
+    .sort();
+  for (const name of names) assets.set(name, staticFile(name, readFileSync(new URL(name, root))));
+  const resolve = createRequire(import.meta.url).resolve;
+  for (const { name, specifier } of VENDORED) assets.set(name, staticFile(name, readFileSync(resolve(specifier))));
+  const release = contentHash([...assets].map(([name, file]) => `${name}:${file.version}`).join('\n'));
   let html = readFileSync(new URL('index.html', root), 'utf8');
-  // A changed asset gets a new URL, so the long-lived cache entry of the old one is never reused.
-  for (const [name, file] of assets) html = html.replaceAll(`/dashboard/assets/${name}"`, `/dashboard/assets/${name}?v=${file.version}"`);
-  return { page: staticFile('index.html', Buffer.from(html, 'utf8')), assets };
+  for (const name of assets.keys()) html = html.replaceAll(`/dashboard/assets/${name}"`, `/dashboard/assets/${release}/${name}"`);
+  return { page: staticFile('index.html', Buffer.from(html, 'utf8')), assets, release };
 }
 
 /** True when the request's If-None-Match names the file's current ETag. */
@@ -118,8 +128,14 @@ function serve(context: HttpContext, file: StaticFile, cacheControl: string): vo
   context.send(200, file.contentType, file.body, headers);
 }
 
+/** The dashboard route group: the page, its release directory of assets, and unversioned asset URLs. */
 export function dashboardRoutes(_services: Services): Route[] {
-  const { page, assets } = loadDashboardFiles();
+  const { page, assets, release } = loadDashboardFiles();
+  const asset = (name: string | undefined): StaticFile => {
+    const file = assets.get(name ?? '');
+    if (!file) throw new ApiError('not_found', 'No such dashboard asset.');
+    return file;
+  };
   return [
     {
       method: 'GET',
@@ -129,14 +145,20 @@ export function dashboardRoutes(_services: Services): Route[] {
     },
     {
       method: 'GET',
-      path: '/dashboard/assets/:name',
+      path: '/dashboard/assets/:release/:name',
       handler: (context) => {
-        const file = assets.get(context.request.params.name ?? '');
-        if (!file) throw new ApiError('not_found', 'No such dashboard asset.');
-        // Only the fingerprinted URL may be cached for good; a bare or stale one must revalidate.
-        const fingerprinted = context.request.query.get('v') === file.version;
-        serve(context, file, fingerprinted ? 'public, max-age=31536000, immutable' : 'no-cache');
+        const { release: requested, name } = context.request.params;
+        if (!RELEASE_PATTERN.test(requested ?? '')) throw new ApiError('not_found', 'No such dashboard asset.');
+        const file = asset(name);
+        // Only the current release may be cached for good. A page from before a deploy still gets
+        // the current file, revalidated, rather than a broken import.
+        serve(context, file, requested === release ? 'public, max-age=31536000, immutable' : 'no-cache');
       },
+    },
+    {
+      method: 'GET',
+      path: '/dashboard/assets/:name',
+      handler: (context) => serve(context, asset(context.request.params.name), 'no-cache'),
     },
   ];
 }
