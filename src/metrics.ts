@@ -57,6 +57,12 @@ export function createMetrics() {
       help: 'Times a streamed response waited for a slow client to drain.',
       registers: [registry],
     }),
+    quotaUnits: new Counter({
+      name: 'colloquy_quota_units_total',
+      help: 'Quota units taken by admitted requests, by plan (a refund after an upstream failure is not subtracted).',
+      labelNames: ['plan'] as const,
+      registers: [registry],
+    }),
     quotaRefusals: new Counter({
       name: 'colloquy_quota_refusals_total',
       help: 'Requests refused with 429 because the plan quota was used up, by plan.',

@@ -102,7 +102,9 @@ describe('the dashboard in a browser', () => {
     assert.equal(await adminPage.locator('#whoami').textContent(), 'administrator');
 
     await adminPage.locator('#new-user-id').fill(USER_ID);
-    await adminPage.locator('#new-user-plan').fill('pro');
+    // Plans are picked from the configured ones (GET /api/admin/plans), the default one preselected.
+    assert.equal(await adminPage.locator('#new-user-plan').inputValue(), 'free');
+    await adminPage.getByLabel('Plan', { exact: true }).selectOption('pro');
     await adminPage.getByRole('button', { name: 'Create user' }).click();
     await adminPage.locator('#secret-panel').waitFor({ state: 'visible' });
     firstKey = await adminPage.locator('#secret-value').inputValue();
@@ -121,16 +123,23 @@ describe('the dashboard in a browser', () => {
     assert.equal(await adminPage.locator('#secret-value').inputValue(), '');
 
     await adminPage.getByRole('button', { name: `Fill the forms with ${USER_ID}` }).click();
-    await adminPage.getByLabel('New plan').fill('free');
+    await adminPage.getByLabel('New plan').selectOption('free');
     await adminPage.getByRole('button', { name: 'Set plan' }).click();
     await adminPage.locator(`#users-body tr[data-user-id="${USER_ID}"] td[data-label="Plan"]`, { hasText: 'free' }).waitFor();
     assert.match((await adminPage.locator('#status').textContent()) ?? '', /ada is now on plan free/);
 
-    // A plan that is not configured is refused with the field named.
-    await adminPage.getByLabel('New plan').fill('platinum');
-    await adminPage.getByRole('button', { name: 'Set plan' }).click();
-    await adminPage.getByRole('alert').waitFor();
-    assert.match((await adminPage.getByRole('alert').textContent()) ?? '', /plan/);
+    // Only configured plans can be chosen; one that is not configured is refused by the API with the field named.
+    const offered = await adminPage
+      .locator('#plan-name option')
+      .evaluateAll((options) => options.map((option) => option.getAttribute('value')));
+    assert.deepEqual(offered, ['free', 'pro']);
+    const refused = await server.fetch(`/api/admin/users/${USER_ID}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ plan: 'platinum' }),
+    });
+    assert.equal(refused.status, 400);
+    assert.match(JSON.stringify(await refused.json()), /"path":"plan"/);
     await shot(adminPage, '02-admin-plan-changed');
 
     await adminPage.getByRole('button', { name: 'Look up' }).click();

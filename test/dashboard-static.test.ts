@@ -157,7 +157,16 @@ describe('the dashboard static files', () => {
     }
     // The entry, the helpers, every view and the vendored chart library.
     const names = [...seen].map((url) => url.slice(url.lastIndexOf('/') + 1));
-    for (const name of ['dashboard.js', 'api.js', 'sse.js', 'playground-view.js', 'admin-view.js'])
+    for (const name of [
+      'dashboard.js',
+      'api.js',
+      'sse.js',
+      'playground-view.js',
+      'admin-view.js',
+      'overview-view.js',
+      'prometheus.js',
+      'uplot.js',
+    ])
       assert.ok(names.includes(name), `${name} is in the module graph`);
   });
 
@@ -245,5 +254,80 @@ describe('the dashboard SSE parser', () => {
     parser.feed('\ndata: b\r');
     parser.feed('\n\r\n');
     assert.deepEqual(events, [{ event: 'message', data: 'a\nb' }]);
+  });
+});
+
+describe("the overview's metrics reader", () => {
+  type Samples = Map<string, Array<{ labels: Record<string, string>; value: number }>>;
+  interface Reader {
+    parsePrometheus(text: string): Samples;
+    sumOf(samples: Samples, name: string, keep?: (labels: Record<string, string>) => boolean): number;
+    sumBy(samples: Samples, name: string, label: string): Map<string, number>;
+    bucketsOf(samples: Samples, name: string): Map<number, number>;
+    quantileBetween(before: Map<number, number>, after: Map<number, number>, q: number): number | null;
+  }
+  let reader: Reader;
+  let server: TestServer;
+
+  before(async () => {
+    reader = (await import(new URL('../../web/dashboard/prometheus.js', import.meta.url).href)) as Reader;
+    server = await bootServer();
+  });
+  after(() => server.close());
+
+  it("reads the server's own /metrics: request counts by route, the stream gauge and quota units by plan", async () => {
+    for (let index = 0; index < 3; index += 1) {
+      const reply = await server.post('/api/chat/', { message: 'hello' });
+      assert.equal(reply.status, 200);
+      await reply.arrayBuffer();
+    }
+    const samples = reader.parsePrometheus(await (await server.fetch('/metrics')).text());
+    assert.equal(
+      reader.sumOf(samples, 'colloquy_http_requests_total', (labels) => labels.route === '/api/chat'),
+      3,
+    );
+    assert.equal(reader.sumOf(samples, 'colloquy_active_streams'), 0);
+    assert.deepEqual([...reader.sumBy(samples, 'colloquy_quota_units_total', 'plan')], [['free', 3]]);
+    const buckets = reader.bucketsOf(samples, 'colloquy_http_request_duration_seconds');
+    assert.ok(buckets.get(Number.POSITIVE_INFINITY)! >= 3);
+  });
+
+  it('parses escaped label values, exponents and timestamps, and skips a malformed line', () => {
+    const samples = reader.parsePrometheus(
+      [
+        '# HELP odd A metric.',
+        '# TYPE odd counter',
+        'odd{path="a\\"b\\\\c\\nd",x="1"} 1.5e3 1700000000000',
+        'odd{broken="} 7',
+        'plain 42',
+        '',
+      ].join('\n'),
+    );
+    assert.deepEqual(samples.get('odd'), [{ labels: { path: 'a"b\\c\nd', x: '1' }, value: 1500 }]);
+    assert.deepEqual(samples.get('plain'), [{ labels: {}, value: 42 }]);
+  });
+
+  it('computes quantiles between two scrapes as histogram_quantile does, and none without observations', () => {
+    const before = new Map([
+      [0.1, 10],
+      [0.5, 10],
+      [Number.POSITIVE_INFINITY, 10],
+    ]);
+    const after = new Map([
+      [0.1, 60],
+      [0.5, 110],
+      [Number.POSITIVE_INFINITY, 110],
+    ]);
+    // 50 new observations at or under 0.1 s, 50 between 0.1 and 0.5 s.
+    assert.equal(reader.quantileBetween(before, after, 0.5), 0.1);
+    assert.ok(Math.abs(reader.quantileBetween(before, after, 0.99)! - 0.492) < 1e-9);
+    assert.equal(reader.quantileBetween(after, after, 0.5), null);
+    // Everything above the last finite bound: the answer is that bound.
+    const slow = new Map([
+      [0.1, 0],
+      [0.5, 0],
+      [Number.POSITIVE_INFINITY, 5],
+    ]);
+    assert.equal(reader.quantileBetween(new Map(), slow, 0.5), 0.5);
   });
 });

@@ -52,7 +52,16 @@ describe('the package installs as a command', () => {
       if (health !== 200) await new Promise((done) => setTimeout(done, 200));
     }
     assert.equal(health, 200);
-    assert.equal((await fetch(`http://127.0.0.1:${port}/dashboard`)).status, 200, 'the dashboard ships in the package');
+    const page = await fetch(`http://127.0.0.1:${port}/dashboard`);
+    assert.equal(page.status, 200, 'the dashboard ships in the package');
+    // The chart library comes from the installed dependency, not from the repository's node_modules.
+    const chartLibrary = /\/dashboard\/assets\/[A-Za-z0-9_-]{16}\/uplot\.css/.exec(await page.text());
+    assert.ok(chartLibrary, 'the page links the chart library');
+    for (const asset of [chartLibrary[0], chartLibrary[0].replace('uplot.css', 'uplot.js')]) {
+      const response = await fetch(`http://127.0.0.1:${port}${asset}`);
+      assert.equal(response.status, 200, asset);
+      assert.ok((await response.arrayBuffer()).byteLength > 1000, `${asset} has content`);
+    }
     const chat = await fetch(`http://127.0.0.1:${port}/api/chat/`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -60,6 +60,20 @@ export function adminRoutes(services: Services): Route[] {
     },
     {
       method: 'GET',
+      path: '/api/admin/plans',
+      handler: async (context) => {
+        await requireAdmin(services, context);
+        const plans = Object.entries(services.config.plans).map(([name, plan]) => ({
+          name,
+          quota: plan.quota,
+          window_seconds: plan.window_seconds,
+          ...(plan.max_parallel === undefined ? {} : { max_parallel: plan.max_parallel }),
+        }));
+        context.json(200, { default_plan: services.config.defaultPlan, anonymous_plan: services.config.anonymousPlan, plans }, NO_STORE);
+      },
+    },
+    {
+      method: 'GET',
       path: '/api/admin/users/:user_id',
       handler: async (context) => {
         await requireAdmin(services, context);

@@ -36,7 +36,9 @@ export function requireAdmin(services: Services, context: HttpContext): Promise<
 /** Takes the operation's cost; a refusal is a 429 with the RateLimit headers and Retry-After. */
 async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
   try {
-    return await services.quota.reserve(caller, operation);
+    const reservation = await services.quota.reserve(caller, operation);
+    services.metrics.quotaUnits.inc({ plan: reservation.stamp.plan }, services.config.costs[operation]);
+    return reservation;
   } catch (error) {
     if (!(error instanceof QuotaExceeded)) throw error;
     services.metrics.quotaRefusals.inc({ plan: error.stamp.plan });
@@ -97,7 +99,7 @@ export async function admitChat(
       // Never a silent empty answer: asking a collection that does not exist is a mistake to name.
       throw new ApiError(
         'not_found',
-        `The knowledge base has no collection "${collection}"; the admin listing GET /api/rag/documents shows the collections there are.`,
+        `The knowledge base has no collection "${collection}"; GET /api/rag/collections lists the collections there are.`,
       );
     }
     const { model, provider } = registry.resolve(request.model);

@@ -40,7 +40,7 @@ function collectionFromQuery(context: HttpContext): string | undefined {
   return value;
 }
 
-/** The RAG route group: /api/rag/documents (admin) and /api/chat/rag/stats. */
+/** The RAG route group: /api/rag/documents (admin), /api/rag/collections and /api/chat/rag/stats. */
 export function ragRoutes(services: Services): Route[] {
   const knowledge = services.knowledge;
   const maxBytes = services.config.rag.maxDocumentBytes;
@@ -135,6 +135,15 @@ export function ragRoutes(services: Services): Route[] {
         requireCollection(collection);
         const deleted = knowledge.removeCollection(collection);
         context.json(200, { collection, deleted_documents: deleted }, NO_STORE);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/rag/collections',
+      handler: async (context) => {
+        // Names and counts only, so a caller can pick a collection for `rag`; the documents stay admin-only.
+        await identify(services, context);
+        context.json(200, { collections: knowledge.collections() }, NO_STORE);
       },
     },
     {

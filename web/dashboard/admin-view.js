@@ -1,8 +1,8 @@
-// Administration: users, plans and first keys.
+// Administration: users, plans and first keys. Plans are picked from the configured ones.
 import { $ } from './state.js';
 import { announce } from './feedback.js';
 import { api, busy } from './api.js';
-import { cell, element, formValue, timeNode, validForm } from './dom.js';
+import { cell, element, formatDuration, formValue, timeNode, validForm } from './dom.js';
 import { revealSecret } from './secrets.js';
 
 function renderUsers(users) {
@@ -16,6 +16,7 @@ function renderUsers(users) {
     });
     pick.addEventListener('click', () => {
       for (const id of ['plan-user-id', 'key-user-id', 'lookup-user-id']) $(id).value = user.user_id;
+      $('plan-name').value = user.plan;
       $('plan-name').focus();
     });
     actions.append(pick);
@@ -29,6 +30,42 @@ function renderUsers(users) {
   });
   $('users-body').replaceChildren(...rows);
   $('users-empty').hidden = rows.length > 0;
+}
+
+function planOption(plan, selected) {
+  const option = element('option', {
+    text: `${plan.name} (${plan.quota} per ${formatDuration(plan.window_seconds * 1000)})`,
+    attributes: { value: plan.name },
+  });
+  // defaultSelected, so form.reset() returns to it.
+  option.defaultSelected = selected;
+  option.selected = selected;
+  return option;
+}
+
+function renderPlans(payload) {
+  const plans = payload.plans ?? [];
+  const chosen = $('plan-name').value;
+  $('new-user-plan').replaceChildren(...plans.map((plan) => planOption(plan, plan.name === payload.default_plan)));
+  $('plan-name').replaceChildren(...plans.map((plan) => planOption(plan, plan.name === chosen)));
+  $('plans-body').replaceChildren(
+    ...plans.map((plan) => {
+      const name = element('span', {}, [element('code', { text: plan.name })]);
+      if (plan.name === payload.default_plan) name.append(' ', element('span', { className: 'tag', text: 'default' }));
+      if (plan.name === payload.anonymous_plan) name.append(' ', element('span', { className: 'tag muted', text: 'anonymous' }));
+      return element('tr', { attributes: { 'data-plan': plan.name } }, [
+        cell('Plan', name),
+        cell('Quota', String(plan.quota)),
+        cell('Window', formatDuration(plan.window_seconds * 1000)),
+        cell('Parallel', plan.max_parallel === undefined ? 'no limit' : String(plan.max_parallel)),
+      ]);
+    }),
+  );
+}
+
+/** Fills both plan pickers and the plan table from GET /api/admin/plans. */
+export async function loadPlans() {
+  renderPlans(await api('GET', '/api/admin/plans'));
 }
 
 export async function loadUsers() {

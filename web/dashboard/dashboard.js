@@ -6,11 +6,12 @@ import { announce, clearError, showError } from './feedback.js';
 import { busy } from './api.js';
 import { formValue } from './dom.js';
 import { copySecret, hideSecret } from './secrets.js';
-import { forget, remember, showView, signIn, signOut } from './signin.js';
+import { forget, remember, showPage, showView, signIn, signOut } from './signin.js';
 import { loadQuota } from './quota-view.js';
 import { createKey } from './keys-view.js';
 import { loadSessions } from './sessions-view.js';
 import { sendMessage } from './playground-view.js';
+import { bindPlaygroundOptions } from './playground-options.js';
 import { bindAdminForms } from './admin-view.js';
 
 function bindSignIn() {
@@ -40,6 +41,8 @@ function bindSignIn() {
     }
   });
   $('sign-out').addEventListener('click', () => signOut());
+  $('nav-home').addEventListener('click', () => showPage('home'));
+  $('nav-overview').addEventListener('click', () => showPage('overview'));
 }
 
 function bindUserView() {
@@ -57,6 +60,7 @@ function bindUserView() {
     }
   });
   $('playground-stop').addEventListener('click', () => state.stream?.abort());
+  bindPlaygroundOptions();
   $('playground-keep').addEventListener('change', (event) => {
     $('playground-session').disabled = !event.currentTarget.checked;
   });

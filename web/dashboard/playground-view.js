@@ -1,9 +1,10 @@
-// The playground: POST /api/chat/stream, rendering deltas as they arrive.
+// The playground: POST /api/chat/stream with the chosen options, rendering deltas as they arrive.
 import { $, hooks, state } from './state.js';
 import { ApiFailure } from './errors.js';
 import { announce, clearError, showError } from './feedback.js';
 import { authHeaders, busy, parseResponse } from './api.js';
 import { element, validForm } from './dom.js';
+import { playgroundFields } from './playground-options.js';
 import { applyStamp, loadQuota } from './quota-view.js';
 import { loadSessions } from './sessions-view.js';
 import { readSseStream } from './sse.js';
@@ -13,16 +14,18 @@ function renderSources(sources) {
   list.replaceChildren(
     ...sources.map((source) => {
       const item = element('li', { attributes: { value: String(source.index ?? '') } });
+      // Only http(s) links: a javascript: or data: URL from a document must never become clickable.
       if (source.url && /^https?:\/\//i.test(source.url)) {
-        item.append(
-          element('a', {
-            text: source.title || source.url,
-            attributes: { href: source.url, rel: 'noopener noreferrer', target: '_blank' },
-          }),
-        );
+        const link = element('a', {
+          text: source.title || source.url,
+          attributes: { href: source.url, rel: 'noopener noreferrer', target: '_blank' },
+        });
+        if (source.snippet) link.title = source.snippet;
+        item.append(link);
       } else {
         item.append(element('span', { text: source.title || 'Untitled' }));
       }
+      if (source.kind) item.append(element('span', { className: 'kind', text: source.kind === 'web' ? 'web' : 'document' }));
       return item;
     }),
   );
@@ -48,7 +51,7 @@ export async function sendMessage() {
     return;
   }
   clearError();
-  const request = { message };
+  const request = { message, ...playgroundFields() };
   if (keep) request.session_id = sessionField.value.trim();
 
   const output = $('playground-output');

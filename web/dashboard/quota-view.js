@@ -17,6 +17,13 @@ export function renderQuota(quota) {
   bar.textContent = `${used} of ${limit}`;
   bar.setAttribute('aria-valuetext', `${used} of ${limit} used, ${remaining} remaining`);
   bar.classList.toggle('low', limit > 0 && remaining / limit <= 0.1);
+  // The same figures beside the playground's Send button, so each message's cost shows where it is spent.
+  const meter = $('playground-quota');
+  meter.max = bar.max;
+  meter.value = bar.value;
+  meter.setAttribute('aria-valuetext', bar.getAttribute('aria-valuetext'));
+  meter.classList.toggle('low', bar.classList.contains('low'));
+  $('playground-quota-text').textContent = `${remaining} of ${limit} left`;
   const reset = $('quota-reset');
   reset.replaceChildren();
   const resetAt = Date.parse(quota.reset);

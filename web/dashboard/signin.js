@@ -7,7 +7,9 @@ import { hideSecret } from './secrets.js';
 import { renderQuota, startCountdown } from './quota-view.js';
 import { renderKeys } from './keys-view.js';
 import { loadSessions } from './sessions-view.js';
-import { loadUsers } from './admin-view.js';
+import { loadPlans, loadUsers } from './admin-view.js';
+import { loadPlaygroundOptions } from './playground-options.js';
+import { startOverview, stopOverview } from './overview-view.js';
 
 export function remember(role, secret) {
   try {
@@ -25,11 +27,33 @@ export function forget() {
   }
 }
 
+/** Shows the sign-in form or the role's view ('admin' or 'user'), or the overview when it is the chosen page. */
 export function showView(view) {
+  state.view = view;
+  const overview = view !== 'sign-in' && state.page === 'overview';
   $('sign-in').hidden = view !== 'sign-in';
-  $('admin-view').hidden = view !== 'admin';
-  $('user-view').hidden = view !== 'user';
+  $('admin-view').hidden = view !== 'admin' || overview;
+  $('user-view').hidden = view !== 'user' || overview;
+  $('overview-view').hidden = !overview;
   $('identity').hidden = view === 'sign-in';
+  $('views-nav').hidden = view === 'sign-in';
+  $('nav-home').textContent = view === 'admin' ? 'Administration' : 'Account';
+  for (const [id, page] of [
+    ['nav-home', 'home'],
+    ['nav-overview', 'overview'],
+  ]) {
+    if (state.page === page) $(id).setAttribute('aria-current', 'page');
+    else $(id).removeAttribute('aria-current');
+  }
+  // The charts poll /metrics only while they are on screen.
+  if (overview) startOverview();
+  else stopOverview();
+}
+
+/** Switches between the role's page ('home') and the overview. */
+export function showPage(page) {
+  state.page = page;
+  showView(state.view);
 }
 
 /** Checks a credential against the API and opens the matching view; false when it is refused. */
@@ -42,7 +66,7 @@ export async function signIn(role, secret) {
       state.userId = null;
       $('whoami').textContent = 'administrator';
       showView('admin');
-      await loadUsers();
+      await Promise.all([loadUsers(), loadPlans()]);
     } else {
       // The key list first: it refuses the admin token (403), which quota/me would accept.
       const keys = await api('GET', '/api/keys');
@@ -53,7 +77,7 @@ export async function signIn(role, secret) {
       renderQuota(quota);
       renderKeys(keys.keys ?? []);
       startCountdown();
-      await loadSessions();
+      await Promise.all([loadSessions(), loadPlaygroundOptions()]);
       if (!$('playground-session').value) $('playground-session').value = `playground-${Date.now().toString(36)}`;
     }
     $('main').focus();
@@ -81,6 +105,7 @@ export function signOut(message) {
   state.secret = null;
   state.userId = null;
   state.reset = null;
+  state.page = 'home';
   forget();
   hideSecret();
   for (const id of ['keys-body', 'sessions-body', 'users-body', 'playground-output', 'playground-sources', 'playground-thinking']) {

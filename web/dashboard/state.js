@@ -3,8 +3,20 @@
 export const CREDENTIAL_KEY = 'colloquy.dashboard.credential';
 export const SECOND = 1000;
 
-/** @type {{role: 'user'|'admin'|null, secret: string|null, userId: string|null, reset: number|null, refreshingQuota: boolean, stream: AbortController|null}} */
-export const state = { role: null, secret: null, userId: null, reset: null, refreshingQuota: false, stream: null };
+/**
+ * @type {{role: 'user'|'admin'|null, secret: string|null, userId: string|null, reset: number|null, refreshingQuota: boolean,
+ *   stream: AbortController|null, view: 'sign-in'|'admin'|'user', page: 'home'|'overview'}}
+ */
+export const state = {
+  role: null,
+  secret: null,
+  userId: null,
+  reset: null,
+  refreshingQuota: false,
+  stream: null,
+  view: 'sign-in',
+  page: 'home',
+};
 
 export const $ = (id) => {
   const node = document.getElementById(id);
