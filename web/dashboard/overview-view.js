@@ -5,7 +5,7 @@ import uPlot from './uplot.js';
 import { $ } from './state.js';
 import { bucketsOf, increase, parsePrometheus, quantileBetween, sumBy, sumOf } from './prometheus.js';
 
-export const REFRESH_MS = 3000;
+const REFRESH_MS = 3000;
 /** Ten minutes of points at the refresh rate. */
 const KEEP_POINTS = 200;
 const CHART_HEIGHT = 200;
