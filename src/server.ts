@@ -20,6 +20,7 @@ import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
 import type { QuotaCounterStore } from './store/types.js';
+import { isV1Path, openAiErrorBody } from './routes/v1-errors.js';
 
 /** Routes polled by load balancers and Prometheus, logged per request only at debug level. */
 const PROBE_ROUTES = new Set(['/health', '/metrics']);
@@ -112,6 +113,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     streamStallTimeoutMs: config.streamStallTimeoutMs,
     drainingRoutes: [...PROBE_ROUTES],
     cors: config.corsOrigins.length > 0 ? { origins: new Set(config.corsOrigins) } : undefined,
+    errorBody: (path, error) => (isV1Path(path) ? openAiErrorBody(error) : error.toBody()),
     onRequestDone: (record) => {
       const series = requestSeries(record.method, record.route, record.status);
       series.count.inc();

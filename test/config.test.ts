@@ -19,7 +19,7 @@ describe('configuration', () => {
     assert.equal(config.dataDir, './data');
     assert.equal(config.defaultModel, 'builtin-extractive');
     assert.deepEqual(config.plans.free, { quota: 50, window_seconds: 86400 });
-    assert.deepEqual(config.costs, { chat: 1, search: 1, image: 5 });
+    assert.deepEqual(config.costs, { chat: 1, search: 1, image: 5, embeddings: 1 });
     assert.equal(config.search.provider, 'local');
     assert.equal(config.images.provider, 'builtin');
   });

@@ -27,6 +27,7 @@ export function envModels(env: NodeJS.ProcessEnv): ModelConfig[] {
       apiKey: secretFrom(env, 'OPENAI_API_KEY'),
       upstreamModel,
       thinkingBudget: 0,
+      vision: false,
     });
   }
   if (env.ANTHROPIC_API_KEY) {
@@ -38,12 +39,21 @@ export function envModels(env: NodeJS.ProcessEnv): ModelConfig[] {
       apiKey: env.ANTHROPIC_API_KEY,
       upstreamModel,
       thinkingBudget: 2048,
+      vision: false,
     });
   }
   if (env.OLLAMA_HOST) {
     const upstreamModel = env.OLLAMA_MODEL || 'llama3.2';
     const host = env.OLLAMA_HOST.startsWith('http') ? env.OLLAMA_HOST : `http://${env.OLLAMA_HOST}`;
-    models.push({ id: upstreamModel, provider: 'ollama', baseUrl: host, apiKey: undefined, upstreamModel, thinkingBudget: 0 });
+    models.push({
+      id: upstreamModel,
+      provider: 'ollama',
+      baseUrl: host,
+      apiKey: undefined,
+      upstreamModel,
+      thinkingBudget: 0,
+      vision: false,
+    });
   }
   return models;
 }

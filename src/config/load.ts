@@ -33,6 +33,7 @@ function resolveModels(file: ConfigFile, env: NodeJS.ProcessEnv): Pick<Config, '
       apiKey: undefined,
       upstreamModel: BUILTIN_MODEL_ID,
       thinkingBudget: 0,
+      vision: false,
     },
   ];
   const declared = file.models
@@ -43,6 +44,7 @@ function resolveModels(file: ConfigFile, env: NodeJS.ProcessEnv): Pick<Config, '
         apiKey: secretFrom(env, model.api_key_env),
         upstreamModel: model.upstream_model ?? model.id,
         thinkingBudget: model.thinking_budget ?? 2048,
+        vision: model.vision ?? false,
       }))
     : envModels(env);
   for (const model of declared) {
@@ -125,13 +127,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     authRequired: file.auth_required ?? env.COLLOQUY_AUTH_REQUIRED === 'true',
     trustProxy: file.trust_proxy ?? false,
     ...resolvePlans(file),
-    costs: { chat: file.costs?.chat ?? 1, search: file.costs?.search ?? 1, image: file.costs?.image ?? 5 },
+    costs: {
+      chat: file.costs?.chat ?? 1,
+      search: file.costs?.search ?? 1,
+      image: file.costs?.image ?? 5,
+      embeddings: file.costs?.embeddings ?? 1,
+    },
     ...resolveModels(file, env),
     search: resolveSearch(file, env),
     images: resolveImages(file, env),
     rag: resolveRag(file, env),
     sessionMaxTurns: file.session_max_turns ?? 200,
     bodyLimitBytes: file.body_limit_bytes ?? intFromEnv(env, 'COLLOQUY_BODY_LIMIT', 1024 * 1024, 1),
+    v1BodyLimitBytes: file.v1_body_limit_bytes ?? 8 * 1024 * 1024,
     maxJsonDepth: file.max_json_depth ?? 32,
     builtinDelayMs: file.builtin_delay_ms ?? intFromEnv(env, 'COLLOQUY_BUILTIN_DELAY_MS', 0),
     upstream: {

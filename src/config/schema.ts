@@ -26,6 +26,8 @@ const ModelSchema = v.strictObject({
   upstream_model: v.optional(v.string()),
   /** Anthropic's thinking budget (tokens) when deep thinking is on. */
   thinking_budget: v.optional(PositiveInt),
+  /** The model takes image input (`image_url` parts on /v1); without it such parts are refused. */
+  vision: v.optional(v.boolean()),
 });
 
 const SearchSchema = v.strictObject({
@@ -58,7 +60,12 @@ export const ConfigFileSchema = v.strictObject({
   default_plan: v.optional(v.string()),
   plans: v.optional(v.record(v.string(), PlanSchema)),
   costs: v.optional(
-    v.strictObject({ chat: v.optional(NonNegativeInt), search: v.optional(NonNegativeInt), image: v.optional(NonNegativeInt) }),
+    v.strictObject({
+      chat: v.optional(NonNegativeInt),
+      search: v.optional(NonNegativeInt),
+      image: v.optional(NonNegativeInt),
+      embeddings: v.optional(NonNegativeInt),
+    }),
   ),
   default_model: v.optional(v.string()),
   models: v.optional(v.array(ModelSchema)),
@@ -67,6 +74,8 @@ export const ConfigFileSchema = v.strictObject({
   rag: v.optional(RagSchema),
   session_max_turns: v.optional(PositiveInt),
   body_limit_bytes: v.optional(PositiveInt),
+  /** The body limit of /v1 requests (whole agent conversations, image parts): default 8 MiB. */
+  v1_body_limit_bytes: v.optional(PositiveInt),
   max_json_depth: v.optional(PositiveInt),
   builtin_delay_ms: v.optional(NonNegativeInt),
   upstream: v.optional(

@@ -15,6 +15,8 @@ export interface ModelConfig {
   apiKey: string | undefined;
   upstreamModel: string;
   thinkingBudget: number;
+  /** Takes image input (`vision: true` in the config file). */
+  vision: boolean;
 }
 
 export interface Config {
@@ -30,7 +32,7 @@ export interface Config {
   anonymousPlan: string;
   defaultPlan: string;
   plans: Record<string, PlanConfig>;
-  costs: { chat: number; search: number; image: number };
+  costs: { chat: number; search: number; image: number; embeddings: number };
   defaultModel: string;
   models: ModelConfig[];
   search: {
@@ -49,6 +51,8 @@ export interface Config {
   };
   sessionMaxTurns: number;
   bodyLimitBytes: number;
+  /** The body limit of /v1 requests. */
+  v1BodyLimitBytes: number;
   maxJsonDepth: number;
   builtinDelayMs: number;
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };

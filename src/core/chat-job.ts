@@ -6,14 +6,24 @@
 import type { ModelConfig } from '../config/index.js';
 import type { Caller, QuotaReservation } from '../domain/types.js';
 import type { Logger } from '../logger.js';
-import type { ChatProvider } from '../providers/types.js';
+import type { ChatProvider, GenerationOptions, ProviderMessage } from '../providers/types.js';
 import type { Retriever } from '../rag/types.js';
 import type { SearchProvider } from '../search/types.js';
-import type { SessionStore } from '../store/types.js';
+import type { SessionMessage, SessionStore } from '../store/types.js';
 import type { ChatRequest } from './chat-request.js';
 
 /** Which route asked: the search route forces the search step and pays the `search` cost. */
 export type ChatKind = 'chat' | 'search';
+
+/**
+ * A conversation the client sends whole every time (the OpenAI-compatible surface): the model
+ * reads exactly these messages, no stored turn is prepended, and a session records only `turn`.
+ */
+export interface GivenConversation {
+  readonly messages: ProviderMessage[];
+  /** The new part of the conversation (the last user message, or the tool results) a session records. */
+  readonly turn: SessionMessage[];
+}
 
 /** One admitted chat request: validated, resolved to a model, with its quota reserved. */
 export interface ChatJob {
@@ -23,6 +33,12 @@ export interface ChatJob {
   readonly model: ModelConfig;
   readonly provider: ChatProvider;
   readonly reservation: QuotaReservation;
+  /** The whole conversation as the client sent it, instead of system + session + history + message. */
+  readonly given?: GivenConversation;
+  /** Options beyond the /api fields (tools, stop, response format…), passed to the provider. */
+  readonly options?: GenerationOptions;
+  /** Pass on reasoning whenever the upstream sends any, not only when deep thinking was asked for. */
+  readonly alwaysShowReasoning?: boolean;
 }
 
 /** The long-lived parts the chat stages use. */

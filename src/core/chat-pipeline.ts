@@ -26,7 +26,9 @@ export class ChatPipeline {
       await this.refund(job);
       return;
     }
-    const userTurn: SessionMessage = { role: 'user', content: request.message, timestamp: new Date().toISOString() };
+    const newTurn: SessionMessage[] = job.given
+      ? job.given.turn
+      : [{ role: 'user', content: request.message, timestamp: new Date().toISOString() }];
     const answer = new AnswerRecord(request.session_id !== undefined);
     let settled = false;
 
@@ -34,7 +36,7 @@ export class ChatPipeline {
     yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
     try {
       // Without a session nothing is read: the conversation is built without a promise round-trip.
-      const conversation = job.request.session_id === undefined ? conversationOf(job, []) : await buildConversation(job, deps);
+      const conversation = job.request.session_id === undefined || job.given ? conversationOf(job, []) : await buildConversation(job, deps);
       if (hasEarlierTurns(job)) {
         yield {
           type: 'progress',
@@ -47,7 +49,7 @@ export class ChatPipeline {
       const generated = yield* generate(job, conversation.messages, gathered, answer, bounds, signal);
       if (request.session_id !== undefined) {
         yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };
-        await persistTurn(job, deps, userTurn, answer.text, { incomplete: generated.truncated });
+        await persistTurn(job, deps, newTurn, answer, { incomplete: generated.truncated });
       }
       settled = true;
       yield { type: 'done', finishReason: generated.finishReason, usage: generated.usage, timestamp: new Date().toISOString() };
@@ -61,8 +63,8 @@ export class ChatPipeline {
       yield { type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) };
     } finally {
       // Reached on abort, on failure and when the consumer stopped reading (client gone).
-      if (!settled && answer.text.length > 0) {
-        await persistTurn(job, deps, userTurn, answer.text, { incomplete: true }).catch((saveError: unknown) =>
+      if (!settled && (answer.text.length > 0 || answer.toolCalls.length > 0)) {
+        await persistTurn(job, deps, newTurn, answer, { incomplete: true }).catch((saveError: unknown) =>
           deps.logger.error({ err: saveError }, 'saving a partial turn failed'),
         );
       }

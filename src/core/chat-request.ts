@@ -30,7 +30,8 @@ const Int = (min: number, max: number) =>
     v.maxValue(max, `must be at most ${max}`),
   );
 
-const chatFields = {
+/** The /api chat fields; the /v1 surface reuses the extension ones (session_id, rag, web_search, language). */
+export const chatFields = {
   message: v.pipe(
     v.string('must be a string'),
     v.trim(),

@@ -3,7 +3,7 @@
  * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
  * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
  */
-import { assertNever, type ChatEvent, type FinishReason, type Usage } from '../domain/types.js';
+import { assertNever, type ChatEvent, type FinishReason, type ToolCall, type ToolCallFragment, type Usage } from '../domain/types.js';
 import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
 import type { ProviderMessage } from '../providers/types.js';
 import type { ChatJob } from './chat-job.js';
@@ -16,8 +16,10 @@ const PROGRESS_INTERVAL_MS = 250;
 export class AnswerRecord {
   text = '';
   chars = 0;
-  /** True once any part of the answer (a delta, or shown reasoning) went out. */
+  /** True once any part of the answer (a delta, a tool call, or shown reasoning) went out. */
   produced = false;
+  /** The tool calls so far, assembled from their fragments (kept like the text). */
+  readonly toolCalls: ToolCall[] = [];
 
   constructor(private readonly keepText: boolean) {}
 
@@ -25,6 +27,15 @@ export class AnswerRecord {
   add(text: string): void {
     if (this.keepText) this.text += text;
     this.chars += text.length;
+  }
+
+  /** Counts (and when kept, assembles) one tool-call fragment. */
+  addToolCall(fragment: ToolCallFragment): void {
+    this.chars += fragment.arguments.length + (fragment.name?.length ?? 0);
+    if (!this.keepText) return;
+    const call = this.toolCalls[fragment.index];
+    if (call) call.arguments += fragment.arguments;
+    else this.toolCalls[fragment.index] = { id: fragment.id ?? '', name: fragment.name ?? '', arguments: fragment.arguments };
   }
 }
 
@@ -63,6 +74,7 @@ export async function* generate(
 ): AsyncGenerator<ChatEvent, Generated> {
   const { request, model, provider } = job;
   const deepThinking = request.deep_thinking ?? false;
+  const showThinking = deepThinking || job.alwaysShowReasoning === true;
   const generating = (outputTokens: number): ChatEvent => ({
     type: 'progress',
     stage: 'generating',
@@ -90,6 +102,7 @@ export async function* generate(
       language: request.language,
       sources: gathered.sources,
       searched: gathered.searched,
+      ...(job.options ? { options: job.options } : {}),
     },
     signal,
   );
@@ -99,7 +112,7 @@ export async function* generate(
     for (const event of batch) {
       switch (event.type) {
         case 'thinking':
-          if (!deepThinking) break;
+          if (!showThinking) break;
           answer.produced = true;
           if (!thinkingReported) {
             thinkingReported = true;
@@ -127,6 +140,22 @@ export async function* generate(
             lastProgress = now;
             yield generating(deltas);
           }
+          break;
+        }
+        case 'tool_call': {
+          if (!generatingReported) {
+            generatingReported = true;
+            yield generating(0);
+          }
+          answer.produced = true;
+          answerBytes += Buffer.byteLength(event.arguments);
+          if (answerBytes > bounds.maxBytes) {
+            truncated = true;
+            finishReason = 'length';
+            break batches;
+          }
+          answer.addToolCall(event);
+          yield event;
           break;
         }
         case 'finish':

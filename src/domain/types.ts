@@ -18,7 +18,7 @@ export type Clock = () => number;
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
 
 /** What an accepted request paid for, with which cost. */
-export type Operation = 'chat' | 'search' | 'image';
+export type Operation = 'chat' | 'search' | 'image' | 'embeddings';
 
 /** Quota state handed out with every quota-counted reply. */
 export interface QuotaStamp {
@@ -52,7 +52,27 @@ export interface Source {
   snippet: string;
 }
 
-export type FinishReason = 'stop' | 'length' | 'error';
+/** `tool_calls` only when the request offered tools (the /v1 surface) and the model called one. */
+export type FinishReason = 'stop' | 'length' | 'error' | 'tool_calls';
+
+/**
+ * One fragment of a tool call as the model streams it: the first fragment of each call carries
+ * `id` and `name`, later ones only more of `arguments` (JSON text). `index` orders the calls.
+ */
+export interface ToolCallFragment {
+  index: number;
+  id?: string;
+  name?: string;
+  arguments: string;
+}
+
+/** A whole tool call, as it is stored and sent back by clients. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as JSON text, exactly as the model wrote them. */
+  arguments: string;
+}
 
 export interface Usage {
   input_tokens: number;
@@ -78,6 +98,7 @@ export type ChatEvent =
   | ({ type: 'search' } & SearchSummary)
   | { type: 'thinking'; text: string }
   | { type: 'delta'; text: string }
+  | ({ type: 'tool_call' } & ToolCallFragment)
   | { type: 'done'; finishReason: FinishReason; usage: Usage; timestamp: string }
   | { type: 'error'; code: ErrorCode; message: string; quota?: QuotaStamp };
 

@@ -2,12 +2,13 @@
  * Path matching for our routes: static paths in a map, parameterised ones by segment. Knowing every
  * method of a path lets us answer 405 with `Allow` instead of 404.
  */
-import type { Handler, HttpMethod, Route } from './types.js';
+import type { Handler, Route } from './types.js';
 
 interface RouteMatch {
   route: string;
   handler: Handler;
   params: Record<string, string>;
+  maxBodyBytes: number | undefined;
 }
 
 export type RouteLookup =
@@ -18,7 +19,7 @@ export type RouteLookup =
 interface PathEntry {
   template: string;
   segments: string[];
-  methods: Map<string, Handler>;
+  methods: Map<string, Route>;
 }
 
 /** Removes a trailing slash (except for `/`) so `/api/chat` and `/api/chat/` are one route. */
@@ -31,11 +32,12 @@ export class Router {
   private readonly dynamicPaths: PathEntry[] = [];
 
   constructor(routes: readonly Route[]) {
-    for (const route of routes) this.add(route.method, route.path, route.handler);
+    for (const route of routes) this.add(route);
   }
 
-  private add(method: HttpMethod, template: string, handler: Handler): void {
-    const path = normalisePath(template);
+  private add(route: Route): void {
+    const { method } = route;
+    const path = normalisePath(route.path);
     const segments = path.split('/');
     const isDynamic = segments.some((segment) => segment.startsWith(':'));
     let entry = isDynamic ? this.dynamicPaths.find((known) => known.template === path) : this.staticPaths.get(path);
@@ -45,7 +47,7 @@ export class Router {
       else this.staticPaths.set(path, entry);
     }
     if (entry.methods.has(method)) throw new Error(`route registered twice: ${method} ${path}`);
-    entry.methods.set(method, handler);
+    entry.methods.set(method, route);
   }
 
   /** Finds the handler for a method and raw path. */
@@ -66,13 +68,13 @@ export class Router {
     }
     if (!entry) return { kind: 'not_found' };
     // HEAD is GET without the body (the server drops it); a GET route answers both.
-    const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
-    if (!handler) {
+    const route = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
+    if (!route) {
       const allow = [...entry.methods.keys()];
       if (allow.includes('GET')) allow.push('HEAD');
       return { kind: 'method_not_allowed', route: entry.template, allow };
     }
-    return { kind: 'found', match: { route: entry.template, handler, params } };
+    return { kind: 'found', match: { route: entry.template, handler: route.handler, params, maxBodyBytes: route.maxBodyBytes } };
   }
 }
 

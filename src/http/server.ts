@@ -3,6 +3,7 @@
  * first, routes, and turns anything thrown into the contract's JSON error. The only place (with
  * body.ts and stream.ts) that touches the binding.
  */
+import { randomBytes } from 'node:crypto';
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import { ApiError, ClientGone, ServerShutdown, STATUS_TEXT, toApiError } from '../errors.js';
@@ -37,6 +38,8 @@ export interface HttpServerOptions {
   onBackpressure(): void;
   /** Unexpected (non-ApiError) failures; never sent to the client. */
   onInternalError(error: unknown, route: string): void;
+  /** The JSON body of an error for a path (the /v1 surface speaks OpenAI's error shape); default `error.toBody()`. */
+  errorBody?: (path: string, error: ApiError) => unknown;
 }
 
 const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
@@ -46,6 +49,13 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
 ];
 
 const textDecoder = new TextDecoder();
+/** Request ids: a per-process random prefix and a counter, unique without a random draw per request. */
+const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('hex')}`;
+let requestCounter = 0;
+function nextRequestId(): string {
+  requestCounter += 1;
+  return REQUEST_ID_PREFIX + requestCounter.toString(36).padStart(8, '0');
+}
 /** How long requests told to stop at the end of the grace period get to write their last event. */
 const SHUTDOWN_WRITE_MS = 1000;
 
@@ -147,7 +157,7 @@ class UwsContext implements HttpContext {
       return;
     }
     if (this.responded) return;
-    this.json(apiError.status, apiError.toBody(), apiError.headers);
+    this.json(apiError.status, this.server.errorBody(this.request.path, apiError), apiError.headers);
   }
 
   /** Guarantees the request ends even if a handler forgot to reply. */
@@ -181,6 +191,7 @@ class UwsContext implements HttpContext {
     // Status first: any header written before it fixes the status at 200.
     this.response.writeStatus(statusLine(status));
     this.response.writeHeader('Content-Type', contentType);
+    this.response.writeHeader('X-Request-Id', this.request.id);
     for (const [name, value] of SECURITY_HEADERS) this.response.writeHeader(name, value);
     if (headers) for (const name in headers) this.response.writeHeader(name, headers[name]!);
     if (this.corsOrigin) {
@@ -235,6 +246,11 @@ export class HttpServer {
 
   onInternalError(error: unknown, route: string): void {
     this.options.onInternalError(error, route);
+  }
+
+  /** The body of an error reply on `path`. */
+  errorBody(path: string, error: ApiError): unknown {
+    return this.options.errorBody ? this.options.errorBody(path, error) : error.toBody();
   }
 
   /** Starts listening; resolves with the bound port (useful with port 0). */
@@ -331,12 +347,13 @@ export class HttpServer {
       },
       headers,
       params: lookup.kind === 'found' ? lookup.match.params : {},
+      id: nextRequestId(),
       get clientAddress() {
         clientAddress ??= server.clientAddress(response, headers);
         return clientAddress;
       },
     };
-    const body = this.attachBody(response, headers);
+    const body = this.attachBody(response, headers, (lookup.kind === 'found' && lookup.match.maxBodyBytes) || this.limits.maxBytes);
     const origin = allowedOrigin(this.options.cors, path, headers.origin);
     const context = new UwsContext(response, snapshot, body, this, method === 'OPTIONS' ? undefined : origin);
     // onAborted before anything that could return or await, or uWS aborts the process.
@@ -378,8 +395,7 @@ export class HttpServer {
     }
   }
 
-  private attachBody(response: HttpResponse, headers: Record<string, string>): BodyCollector {
-    const maxBytes = this.limits.maxBytes;
+  private attachBody(response: HttpResponse, headers: Record<string, string>, maxBytes: number): BodyCollector {
     const declared = headers['content-length'];
     const chunked = (headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked');
     if (declared !== undefined && !chunked) {

@@ -16,6 +16,8 @@ export interface RequestSnapshot {
   headers: Readonly<Record<string, string>>;
   params: Readonly<Record<string, string>>;
   clientAddress: string;
+  /** This request's id, sent back as `X-Request-Id` and written to its log lines. */
+  id: string;
 }
 
 export type Headers = Record<string, string>;
@@ -65,4 +67,6 @@ export interface Route {
   /** Template with `:name` segments; a trailing slash is not significant. */
   path: string;
   handler: Handler;
+  /** This route's body limit in bytes, when it differs from the server's (`v1_body_limit_bytes`). */
+  maxBodyBytes?: number;
 }

@@ -9,6 +9,7 @@ import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upstream-error.js';
 import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
+import { addAnthropicOptions, anthropicMessages } from './anthropic-messages.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
@@ -28,6 +29,12 @@ interface StreamFrame {
   inputTokens: number | undefined;
   outputTokens: number | undefined;
   errorType: string | undefined;
+  /** The content block an event is about (content_block_start/delta/stop). */
+  index: number | undefined;
+  blockType: string | undefined;
+  blockId: string | undefined;
+  blockName: string | undefined;
+  partialJson: string | undefined;
 }
 
 function readStreamFrame(json: unknown): StreamFrame | undefined {
@@ -36,7 +43,8 @@ function readStreamFrame(json: unknown): StreamFrame | undefined {
   const message = objectField(frame, 'message');
   const delta = objectField(frame, 'delta');
   const error = objectField(frame, 'error');
-  if (message === WRONG || delta === WRONG || error === WRONG) return undefined;
+  const block = objectField(frame, 'content_block');
+  if (message === WRONG || delta === WRONG || error === WRONG || block === WRONG) return undefined;
   const usage = objectField(frame, 'usage') ?? objectField(message, 'usage');
   if (usage === WRONG) return undefined;
   const fields = {
@@ -48,6 +56,11 @@ function readStreamFrame(json: unknown): StreamFrame | undefined {
     inputTokens: numberField(usage, 'input_tokens'),
     outputTokens: numberField(usage, 'output_tokens'),
     errorType: stringField(error, 'type'),
+    index: numberField(frame, 'index'),
+    blockType: stringField(block, 'type'),
+    blockId: stringField(block, 'id'),
+    blockName: stringField(block, 'name'),
+    partialJson: stringField(delta, 'partial_json'),
   };
   if (Object.values(fields).includes(WRONG)) return undefined;
   return { ...(fields as Omit<StreamFrame, 'hasStopReason'>), hasStopReason: delta !== undefined && 'stop_reason' in delta };
@@ -57,6 +70,7 @@ function readStreamFrame(json: unknown): StreamFrame | undefined {
 function anthropicFinish(reason: string | null | undefined): FinishReason {
   if (reason === 'max_tokens') return 'length';
   if (reason === 'refusal') return 'error';
+  if (reason === 'tool_use') return 'tool_calls';
   return 'stop';
 }
 
@@ -65,7 +79,7 @@ function anthropicBody(request: ProviderRequest): Record<string, unknown> {
   const answerTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
   const body: Record<string, unknown> = {
     model: request.model.upstreamModel,
-    messages: conversation(request).map((message) => ({ role: message.role, content: message.content })),
+    messages: anthropicMessages(conversation(request)),
     stream: true,
     max_tokens: answerTokens,
   };
@@ -79,6 +93,7 @@ function anthropicBody(request: ProviderRequest): Record<string, unknown> {
     // Anthropic's range is 0..1; the contract's is 0..2.
     body.temperature = Math.min(1, request.temperature);
   }
+  addAnthropicOptions(body, request.options);
   return body;
 }
 
@@ -105,6 +120,8 @@ export class AnthropicProvider implements ChatProvider {
     let stopped = false;
     let inputTokens = 0;
     let outputTokens = 0;
+    // Content block index → our tool-call index, and how much of each call's input arrived.
+    const toolBlocks = new Map<number, { index: number; argumentChars: number }>();
     const body = this.client.stream({ subject: 'anthropic', url, headers, body: anthropicBody(request) }, signal);
     for await (const frames of sseFrames(body, 'anthropic', this.client.settings.maxFrameBytes)) {
       const events: ProviderEvent[] = [];
@@ -120,10 +137,33 @@ export class AnthropicProvider implements ChatProvider {
             inputTokens = frame.inputTokens ?? 0;
             outputTokens = frame.outputTokens ?? 0;
             break;
+          case 'content_block_start':
+            if (frame.blockType === 'tool_use') {
+              const index = toolBlocks.size;
+              toolBlocks.set(frame.index ?? index, { index, argumentChars: 0 });
+              events.push({ type: 'tool_call', index, id: frame.blockId ?? `toolu_${index}`, name: frame.blockName ?? '', arguments: '' });
+            }
+            break;
           case 'content_block_delta':
             if (frame.deltaType === 'text_delta' && frame.text) events.push({ type: 'delta', text: frame.text });
             else if (frame.deltaType === 'thinking_delta' && frame.thinking) events.push({ type: 'thinking', text: frame.thinking });
+            else if (frame.deltaType === 'input_json_delta' && frame.partialJson) {
+              const call = toolBlocks.get(frame.index ?? -1);
+              if (call) {
+                call.argumentChars += frame.partialJson.length;
+                events.push({ type: 'tool_call', index: call.index, arguments: frame.partialJson });
+              }
+            }
             break;
+          case 'content_block_stop': {
+            // A tool called without arguments streams no input at all: its arguments are `{}`, never empty text.
+            const call = toolBlocks.get(frame.index ?? -1);
+            if (call && call.argumentChars === 0) {
+              call.argumentChars = 2;
+              events.push({ type: 'tool_call', index: call.index, arguments: '{}' });
+            }
+            break;
+          }
           case 'message_delta':
             if (frame.hasStopReason) finish = anthropicFinish(frame.stopReason);
             if (frame.outputTokens !== undefined) outputTokens = frame.outputTokens;
@@ -142,7 +182,7 @@ export class AnthropicProvider implements ChatProvider {
             break;
           }
           default:
-            // ping, content_block_start/stop and future event types carry nothing we need.
+            // ping and future event types carry nothing we need.
             break;
         }
         if (stopped || failure) break;

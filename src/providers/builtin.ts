@@ -113,6 +113,14 @@ export function composeAnswer(request: ProviderRequest): { thinking: string; ans
   };
 }
 
+/** What the built-in model says when tools were offered: it never calls one, and says so first. */
+function toolNotice(request: ProviderRequest): string {
+  const tools = request.options?.tools ?? [];
+  if (tools.length === 0 || request.options?.toolChoice === 'none') return '';
+  const names = tools.map((tool) => tool.name).join(', ');
+  return `The built-in offline model (${request.model.id}) cannot call tools, so ${names} ${tools.length === 1 ? 'was' : 'were'} not called. `;
+}
+
 /** The offline model: streams composeAnswer word by word. */
 export class BuiltinProvider implements ChatProvider {
   readonly name = 'builtin' as const;
@@ -121,7 +129,9 @@ export class BuiltinProvider implements ChatProvider {
   constructor(private readonly delayMs: number) {}
 
   async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
-    const { thinking, answer } = composeAnswer(request);
+    const composed = composeAnswer(request);
+    const { thinking } = composed;
+    const answer = toolNotice(request) + composed.answer;
     const prompt =
       request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
     const words = answer.match(/\S+\s*/g) ?? [];

@@ -34,6 +34,13 @@ export function objectField(record: Record<string, unknown> | undefined, key: st
   return objectOf(value) ?? WRONG;
 }
 
+/** An array field: the array, undefined when absent or null, WRONG when it is something else. */
+export function arrayField(record: Record<string, unknown> | undefined, key: string): unknown[] | undefined | typeof WRONG {
+  const value = record?.[key];
+  if (value === undefined || value === null) return undefined;
+  return Array.isArray(value) ? value : WRONG;
+}
+
 /** The first item of an array field as an object: undefined when absent or empty, WRONG when malformed. */
 export function firstObjectOf(
   record: Record<string, unknown> | undefined,

@@ -4,15 +4,17 @@
  * counts. Deep thinking is Ollama's `think` flag; older reasoning models still put `<think>`
  * tags in content, which are split out too.
  */
+import { randomUUID } from 'node:crypto';
 import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
 import { ndjsonLines } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
-import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
+import { arrayField, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
+import { openAiTools } from './openai-messages.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
-import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+import type { ChatProvider, ProviderEvent, ProviderMessage, ProviderRequest } from './types.js';
 
 /** What one NDJSON line says, read with every field checked; undefined when it is malformed. */
 interface OllamaLine {
@@ -22,7 +24,26 @@ interface OllamaLine {
   doneReason: string | undefined;
   inputTokens: number | undefined;
   outputTokens: number | undefined;
+  /** Whole tool calls: Ollama sends each call complete in one line, arguments as an object. */
+  toolCalls: Array<{ id: string | undefined; name: string; arguments: string }> | undefined;
   error: boolean;
+}
+
+function readToolCalls(message: Record<string, unknown> | undefined): OllamaLine['toolCalls'] | typeof WRONG {
+  const calls = arrayField(message, 'tool_calls');
+  if (calls === undefined || calls === WRONG) return calls;
+  const read: NonNullable<OllamaLine['toolCalls']> = [];
+  for (const item of calls) {
+    const call = objectOf(item);
+    const fn = objectField(call, 'function');
+    if (!fn || fn === WRONG) return WRONG;
+    const id = stringField(call, 'id');
+    const name = stringField(fn, 'name');
+    const args = fn.arguments;
+    if (id === WRONG || typeof name !== 'string') return WRONG;
+    read.push({ id, name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) });
+  }
+  return read;
 }
 
 function readOllamaLine(json: unknown): OllamaLine | undefined {
@@ -39,23 +60,81 @@ function readOllamaLine(json: unknown): OllamaLine | undefined {
     inputTokens: numberField(line, 'prompt_eval_count'),
     outputTokens: numberField(line, 'eval_count'),
   };
-  if (Object.values(fields).includes(WRONG)) return undefined;
-  return { ...(fields as Omit<OllamaLine, 'done' | 'error'>), done: done === true, error: line.error !== undefined };
+  const toolCalls = readToolCalls(message);
+  if (Object.values(fields).includes(WRONG) || toolCalls === WRONG) return undefined;
+  return {
+    ...(fields as Omit<OllamaLine, 'done' | 'error' | 'toolCalls'>),
+    toolCalls,
+    done: done === true,
+    error: line.error !== undefined,
+  };
+}
+
+const DATA_URL = /^data:[^;,]+;base64,(.*)$/s;
+
+/** One message in Ollama's shape; `toolNames` remembers which tool each earlier call id named. */
+function ollamaMessage(message: ProviderMessage, toolNames: Map<string, string>): Record<string, unknown> {
+  switch (message.role) {
+    case 'system':
+      return { role: 'system', content: message.content };
+    case 'user':
+      // Remote image URLs are refused at the edge (this provider has `remoteImages: false`).
+      return message.images && message.images.length > 0
+        ? { role: 'user', content: message.content, images: message.images.map((image) => DATA_URL.exec(image.url)?.[1] ?? '') }
+        : { role: 'user', content: message.content };
+    case 'assistant':
+      if (!message.toolCalls || message.toolCalls.length === 0) return { role: 'assistant', content: message.content };
+      for (const call of message.toolCalls) toolNames.set(call.id, call.name);
+      return {
+        role: 'assistant',
+        content: message.content,
+        tool_calls: message.toolCalls.map((call) => ({ function: { name: call.name, arguments: objectArguments(call.arguments) } })),
+      };
+    case 'tool': {
+      const name = toolNames.get(message.toolCallId);
+      return { role: 'tool', content: message.content, ...(name ? { tool_name: name } : {}) };
+    }
+  }
+}
+
+/** The conversation in Ollama's shape: images as base64, tool calls with object arguments, tool results named. */
+function ollamaMessages(messages: ReadonlyArray<ProviderMessage>): Array<Record<string, unknown>> {
+  const toolNames = new Map<string, string>();
+  return messages.map((message) => ollamaMessage(message, toolNames));
+}
+
+/** Ollama takes tool arguments as an object; text that is not one is wrapped, never dropped. */
+function objectArguments(text: string): unknown {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : { value: parsed };
+  } catch {
+    return text.trim().length === 0 ? {} : { value: text };
+  }
 }
 
 /** The request body in Ollama's dialect. */
 function ollamaBody(request: ProviderRequest): Record<string, unknown> {
   const system = systemText(request);
-  const options: Record<string, number> = {};
+  const extra = request.options;
+  const options: Record<string, unknown> = {};
   if (request.temperature !== undefined) options.temperature = request.temperature;
   if (request.maxTokens !== undefined) options.num_predict = request.maxTokens;
+  if (extra?.topP !== undefined) options.top_p = extra.topP;
+  if (extra?.stop !== undefined) options.stop = extra.stop;
+  if (extra?.seed !== undefined) options.seed = extra.seed;
   const body: Record<string, unknown> = {
     model: request.model.upstreamModel,
-    messages: [...(system ? [{ role: 'system', content: system }] : []), ...conversation(request)],
+    messages: [...(system ? [{ role: 'system', content: system }] : []), ...ollamaMessages(conversation(request))],
     stream: true,
     think: request.deepThinking,
   };
   if (Object.keys(options).length > 0) body.options = options;
+  // Ollama has no tool choice: "none" means the tools are not offered at all.
+  if (extra?.tools && extra.tools.length > 0 && extra.toolChoice !== 'none') body.tools = openAiTools(extra.tools);
+  const format = extra?.responseFormat;
+  if (format?.type === 'json_object') body.format = 'json';
+  else if (format?.type === 'json_schema' && format.schema) body.format = format.schema;
   return body;
 }
 
@@ -67,6 +146,8 @@ function ollamaFinish(reason: string | undefined): FinishReason {
 /** Streams replies from Ollama's native chat API. */
 export class OllamaProvider implements ChatProvider {
   readonly name = 'ollama' as const;
+  /** Ollama reads images as base64 only: http(s) image URLs are refused at the edge. */
+  readonly remoteImages = false;
 
   constructor(private readonly client: UpstreamClient) {}
 
@@ -78,6 +159,7 @@ export class OllamaProvider implements ChatProvider {
     const base = (request.model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '');
     const splitter = new ThinkTagSplitter();
     let finished: OllamaLine | undefined;
+    let toolCalls = 0;
     const call = { subject: 'ollama', url: `${base}/api/chat`, headers: { accept: 'application/x-ndjson' }, body: ollamaBody(request) };
     for await (const lines of ndjsonLines(this.client.stream(call, signal), 'ollama', this.client.settings.maxFrameBytes)) {
       const events: ProviderEvent[] = [];
@@ -96,6 +178,12 @@ export class OllamaProvider implements ChatProvider {
         if (thinking) events.push({ type: 'thinking', text: thinking });
         const content = parsed.content;
         if (content) events.push(...splitter.push(content));
+        for (const call of parsed.toolCalls ?? []) {
+          // Ollama sends each call whole; an id is made when it has none, so the client can answer it.
+          const id = call.id ?? `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+          events.push({ type: 'tool_call', index: toolCalls, id, name: call.name, arguments: call.arguments });
+          toolCalls += 1;
+        }
         if (parsed.done) {
           finished = parsed;
           break;
@@ -111,7 +199,7 @@ export class OllamaProvider implements ChatProvider {
       ...splitter.flush(),
       {
         type: 'finish',
-        reason: ollamaFinish(finished.doneReason),
+        reason: toolCalls > 0 ? 'tool_calls' : ollamaFinish(finished.doneReason),
         usage: { inputTokens: finished.inputTokens ?? 0, outputTokens: finished.outputTokens ?? 0 },
       },
     ];

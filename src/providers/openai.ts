@@ -9,8 +9,10 @@ import { sseFrames } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
-import { firstObjectOf, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
+import { arrayField, firstObjectOf, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
+import { addOpenAiOptions, openAiMessage } from './openai-messages.js';
 import { ThinkTagSplitter } from './think-tags.js';
+import type { ToolCallFragment } from '../domain/types.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderUsage } from './types.js';
 
 /** What one `chat.completion.chunk` says, read with every field checked; undefined when it is malformed. */
@@ -19,7 +21,30 @@ interface CompletionChunk {
   reasoning: string | undefined;
   finishReason: string | undefined;
   usage: ProviderUsage | undefined;
+  toolCalls: ToolCallFragment[] | undefined;
   error: boolean;
+}
+
+/** The tool-call fragments of a delta (`delta.tool_calls`), checked; WRONG when one is malformed. */
+function readToolCalls(delta: Record<string, unknown> | undefined): ToolCallFragment[] | undefined | typeof WRONG {
+  const calls = arrayField(delta, 'tool_calls');
+  if (calls === undefined || calls === WRONG) return calls;
+  const fragments: ToolCallFragment[] = [];
+  for (const item of calls) {
+    const call = objectOf(item);
+    const fn = objectField(call, 'function');
+    if (!call || fn === WRONG) return WRONG;
+    const index = numberField(call, 'index');
+    const id = stringField(call, 'id');
+    const name = stringField(fn, 'name');
+    const args = stringField(fn, 'arguments');
+    if (index === WRONG || id === WRONG || name === WRONG || args === WRONG) return WRONG;
+    const fragment: ToolCallFragment = { index: index ?? fragments.length, arguments: args ?? '' };
+    if (id !== undefined) fragment.id = id;
+    if (name !== undefined) fragment.name = name;
+    fragments.push(fragment);
+  }
+  return fragments;
 }
 
 function readCompletionChunk(json: unknown): CompletionChunk | undefined {
@@ -34,6 +59,8 @@ function readCompletionChunk(json: unknown): CompletionChunk | undefined {
   const reasoning = stringField(delta, 'reasoning_content');
   const alternateReasoning = stringField(delta, 'reasoning');
   const finishReason = stringField(choice, 'finish_reason');
+  const toolCalls = readToolCalls(delta);
+  if (toolCalls === WRONG) return undefined;
   const inputTokens = numberField(usage, 'prompt_tokens');
   const outputTokens = numberField(usage, 'completion_tokens');
   if ([content, reasoning, alternateReasoning, finishReason, inputTokens, outputTokens].includes(WRONG)) return undefined;
@@ -44,6 +71,7 @@ function readCompletionChunk(json: unknown): CompletionChunk | undefined {
     usage: usage
       ? { inputTokens: (inputTokens as number | undefined) ?? 0, outputTokens: (outputTokens as number | undefined) ?? 0 }
       : undefined,
+    toolCalls,
     error: chunk.error !== undefined,
   };
 }
@@ -52,13 +80,14 @@ function readCompletionChunk(json: unknown): CompletionChunk | undefined {
 function openAiFinish(reason: string): FinishReason {
   if (reason === 'length') return 'length';
   if (reason === 'content_filter') return 'error';
+  if (reason === 'tool_calls' || reason === 'function_call') return 'tool_calls';
   return 'stop';
 }
 
 /** The request body in OpenAI's dialect. */
 function openAiBody(request: ProviderRequest): Record<string, unknown> {
   const system = systemText(request);
-  const messages = [...(system ? [{ role: 'system', content: system }] : []), ...conversation(request)];
+  const messages = [...(system ? [{ role: 'system', content: system }] : []), ...conversation(request).map(openAiMessage)];
   const body: Record<string, unknown> = {
     model: request.model.upstreamModel,
     messages,
@@ -68,6 +97,7 @@ function openAiBody(request: ProviderRequest): Record<string, unknown> {
   if (request.temperature !== undefined) body.temperature = request.temperature;
   if (request.maxTokens !== undefined) body.max_tokens = request.maxTokens;
   if (request.deepThinking) body.reasoning_effort = 'high';
+  addOpenAiOptions(body, request.options);
   return body;
 }
 
@@ -112,6 +142,7 @@ export class OpenAiProvider implements ChatProvider {
         }
         if (chunk.reasoning) events.push({ type: 'thinking', text: chunk.reasoning });
         if (chunk.content) events.push(...splitter.push(chunk.content));
+        if (chunk.toolCalls) for (const fragment of chunk.toolCalls) events.push({ type: 'tool_call', ...fragment });
         if (chunk.finishReason) finish = openAiFinish(chunk.finishReason);
         if (chunk.usage) usage = chunk.usage;
       }

@@ -2,12 +2,53 @@
  * What every upstream dialect (openai, anthropic, ollama, builtin) implements: turn one normalised
  * request into a stream of normalised events, honouring the abort signal.
  */
-import type { FinishReason, Source } from '../domain/types.js';
+import type { FinishReason, Source, ToolCall, ToolCallFragment } from '../domain/types.js';
 import type { ModelConfig } from '../config/index.js';
 
-export interface ProviderMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
+/** An image a user message carries: a `data:` URL (base64) or an http(s) URL. */
+export interface ImageInput {
+  url: string;
+  detail?: 'auto' | 'low' | 'high';
+}
+
+/** One message of the conversation a provider reads, in the shape every dialect translates from. */
+export type ProviderMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string; images?: ImageInput[] }
+  | { role: 'assistant'; content: string; toolCalls?: ToolCall[] }
+  | { role: 'tool'; content: string; toolCallId: string };
+
+/** A function the model may call, as OpenAI's `tools` entries describe it. */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments. */
+  parameters?: Record<string, unknown>;
+  strict?: boolean;
+}
+
+/** Which tools the model may or must call. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { name: string };
+
+/** The output format asked for: plain text, any JSON object, or JSON following a schema. */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown> | undefined; strict: boolean | undefined };
+
+/** Sampling and tool options only the /v1 surface can set; each dialect passes on what it has. */
+export interface GenerationOptions {
+  topP?: number;
+  stop?: string[];
+  seed?: number;
+  responseFormat?: ResponseFormat;
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
+  /** An end-user id for the upstream's abuse monitoring. */
+  user?: string;
+  /** OpenAI's `reasoning_effort`, passed on as is where the dialect has it. */
+  reasoningEffort?: string;
 }
 
 /** The normalised request handed to a provider. */
@@ -23,6 +64,8 @@ export interface ProviderRequest {
   sources: Source[];
   /** True when retrieval or search ran, even if it found nothing (the builtin then says so). */
   searched?: boolean;
+  /** Options beyond the /api fields (tools, stop sequences, response format…). */
+  options?: GenerationOptions;
 }
 
 /** Token counts as the upstream reported them. */
@@ -35,10 +78,13 @@ export interface ProviderUsage {
 export type ProviderEvent =
   | { type: 'thinking'; text: string }
   | { type: 'delta'; text: string }
+  | ({ type: 'tool_call' } & ToolCallFragment)
   | { type: 'finish'; reason: FinishReason; usage: ProviderUsage | undefined };
 
 export interface ChatProvider {
   readonly name: ModelConfig['provider'];
+  /** False when the dialect takes images only as inline data (`data:` URLs), not as http(s) URLs to fetch. */
+  readonly remoteImages?: boolean;
   /**
    * Streams the reply as batches of events (all that one upstream read produced), ending with a
    * batch that holds `finish`. Throws UpstreamError (upstream_error / upstream_timeout) on failure.

@@ -7,14 +7,10 @@ import { recordUpstreamCalls } from '../upstream/observer.js';
 import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
 
-/** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
-export function createKnowledgeBase(
-  config: Readonly<Config>,
-  storage: LmdbStorage,
-  deps: { logger?: Logger; metrics?: Metrics } = {},
-): KnowledgeBase {
+/** The embeddings client config.rag.embeddings names, or undefined when none is configured. */
+export function createEmbedder(config: Readonly<Config>, deps: { logger?: Logger; metrics?: Metrics } = {}): OpenAiEmbedder | undefined {
   const embeddings = config.rag.embeddings;
-  const embedder = embeddings
+  return embeddings
     ? new OpenAiEmbedder({
         baseUrl: embeddings.baseUrl,
         model: embeddings.model,
@@ -23,6 +19,15 @@ export function createKnowledgeBase(
         observer: deps.metrics && deps.logger ? recordUpstreamCalls(deps.metrics, deps.logger) : undefined,
       })
     : undefined;
+}
+
+/** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
+export function createKnowledgeBase(
+  config: Readonly<Config>,
+  storage: LmdbStorage,
+  deps: { logger?: Logger; metrics?: Metrics } = {},
+): KnowledgeBase {
+  const embedder = createEmbedder(config, deps);
   return new KnowledgeBase(storage, {
     chunkSize: config.rag.chunkSize,
     chunkOverlap: config.rag.chunkOverlap,

@@ -29,6 +29,14 @@ export interface Embedder {
 
 interface EmbeddingsResponse {
   data?: Array<{ index?: number; embedding?: unknown }>;
+  usage?: { prompt_tokens?: unknown };
+}
+
+/** Vectors exactly as the upstream sent them, for clients of /v1/embeddings. */
+export interface RawEmbeddings {
+  vectors: number[][];
+  /** The upstream's count of input tokens, when it reported one. */
+  promptTokens: number | undefined;
 }
 
 /** Scales a vector to unit length (a zero vector stays zero). */
@@ -56,12 +64,18 @@ export class OpenAiEmbedder implements Embedder {
   async embed(inputs: string[], signal?: AbortSignal): Promise<Float32Array[]> {
     const vectors: Float32Array[] = [];
     for (let start = 0; start < inputs.length; start += this.batchSize) {
-      vectors.push(...(await this.embedBatch(inputs.slice(start, start + this.batchSize), signal)));
+      const batch = await this.embedBatch(inputs.slice(start, start + this.batchSize), {}, signal);
+      for (const vector of batch.vectors) vectors.push(normalise(vector));
     }
     return vectors;
   }
 
-  private async embedBatch(inputs: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+  /** The upstream's vectors for `inputs` in one request, unnormalised (what /v1/embeddings passes on). */
+  embedRaw(inputs: string[], extra: { dimensions?: number }, signal?: AbortSignal): Promise<RawEmbeddings> {
+    return this.embedBatch(inputs, extra, signal);
+  }
+
+  private async embedBatch(inputs: string[], extra: { dimensions?: number }, signal: AbortSignal | undefined): Promise<RawEmbeddings> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     let reply: JsonReply;
@@ -73,7 +87,7 @@ export class OpenAiEmbedder implements Embedder {
         url: this.url,
         method: 'POST',
         headers,
-        body: JSON.stringify({ model: this.model, input: inputs }),
+        body: JSON.stringify({ model: this.model, input: inputs, ...extra }),
         signal,
         timeoutMs: this.options.timeoutMs,
         maxBytes: MAX_RESPONSE_BYTES,
@@ -95,7 +109,7 @@ export class OpenAiEmbedder implements Embedder {
     }
     const ordered = [...data].sort((left, right) => (left.index ?? 0) - (right.index ?? 0));
     let dimensions: number | undefined;
-    return ordered.map((item) => {
+    const vectors = ordered.map((item) => {
       const embedding = item.embedding;
       if (
         !Array.isArray(embedding) ||
@@ -107,7 +121,9 @@ export class OpenAiEmbedder implements Embedder {
       dimensions ??= embedding.length;
       if (embedding.length !== dimensions)
         throw new ApiError('upstream_error', 'The embeddings upstream returned vectors of different sizes.');
-      return normalise(embedding as number[]);
+      return embedding as number[];
     });
+    const promptTokens = body.usage?.prompt_tokens;
+    return { vectors, promptTokens: typeof promptTokens === 'number' && Number.isFinite(promptTokens) ? promptTokens : undefined };
   }
 }

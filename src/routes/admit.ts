@@ -6,7 +6,9 @@
  */
 import type { Credentials } from '../auth/types.js';
 import type { ChatJob, ChatKind } from '../core/chat-job.js';
-import { parseChatRequest } from '../core/chat-request.js';
+import { type ChatRequest, parseChatRequest } from '../core/chat-request.js';
+import type { ModelConfig } from '../config/index.js';
+import type { ChatProvider } from '../providers/types.js';
 import type { Caller, Operation, QuotaReservation } from '../domain/types.js';
 import { ApiError } from '../errors.js';
 import type { HttpContext } from '../http/types.js';
@@ -34,7 +36,7 @@ export function requireAdmin(services: Services, context: HttpContext): Promise<
 }
 
 /** Takes the operation's cost; a refusal is a 429 with the RateLimit headers and Retry-After. */
-async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
+export async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
   try {
     const reservation = await services.quota.reserve(caller, operation);
     services.metrics.quotaUnits.inc({ plan: reservation.stamp.plan }, services.config.costs[operation]);
@@ -56,7 +58,11 @@ export function takeSlots(services: Services, caller: Caller, stream: boolean): 
       headers: { 'Retry-After': '1' },
     });
   }
-  if (!stream) return slot;
+  return stream ? withStreamSlot(services, slot) : slot;
+}
+
+/** Adds a stream slot to `slot`, or gives `slot` back and refuses with 503 overloaded. */
+function withStreamSlot(services: Services, slot: Release): Release {
   const streamSlot = services.streams.acquire();
   if (!streamSlot) {
     slot();
@@ -68,6 +74,15 @@ export function takeSlots(services: Services, caller: Caller, stream: boolean): 
     streamSlot();
     slot();
   };
+}
+
+/** What a chat route's body becomes: the request for the shared stages and, on /v1, the rest of the job. */
+export interface ChatInput extends Pick<ChatJob, 'given' | 'options' | 'alwaysShowReasoning'> {
+  request: ChatRequest;
+  /** The body asked for a stream (/v1's `stream: true`). */
+  stream?: boolean;
+  /** Refuses a model that cannot serve this input (image parts need `vision`); runs before any quota is taken. */
+  checkModel?(model: ModelConfig, provider: ChatProvider): void;
 }
 
 /** An admitted chat request: the job for the core, when it was accepted, and its quota headers. */
@@ -86,14 +101,18 @@ export async function admitChat(
   registry: ProviderRegistry,
   context: HttpContext,
   kind: ChatKind,
-  options: { stream: boolean },
+  options: { stream: boolean; parse?: (body: unknown) => ChatInput },
 ): Promise<AdmittedChat> {
   const acceptedAt = performance.now();
   const caller = await identify(services, context);
   // Slots before quota: a request refused for running too much at once costs nothing.
-  const release = takeSlots(services, caller, options.stream);
+  let release = takeSlots(services, caller, options.stream);
   try {
-    const request = parseChatRequest(await context.readJson(), kind === 'search');
+    const body = await context.readJson();
+    const input: ChatInput = options.parse ? options.parse(body) : { request: parseChatRequest(body, kind === 'search') };
+    const { request } = input;
+    // A body that asks for a stream takes its stream slot now that it is known.
+    if (input.stream && !options.stream) release = withStreamSlot(services, release);
     const collection = typeof request.rag === 'object' ? request.rag.collection : undefined;
     if (collection !== undefined && !services.knowledge.hasCollection(collection)) {
       // Never a silent empty answer: asking a collection that does not exist is a mistake to name.
@@ -103,10 +122,14 @@ export async function admitChat(
       );
     }
     const { model, provider } = registry.resolve(request.model);
+    input.checkModel?.(model, provider);
     const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
+    const job: ChatJob = { kind, caller, request, model, provider, reservation };
     return {
       release,
-      job: { kind, caller, request, model, provider, reservation },
+      job: input.given
+        ? { ...job, given: input.given, options: input.options ?? {}, alwaysShowReasoning: input.alwaysShowReasoning ?? false }
+        : job,
       acceptedAt,
       headers: rateLimitHeaders(reservation.stamp),
     };

@@ -63,7 +63,9 @@ export class ChatResultCollector {
       case 'error':
         this.error = { code: event.code, message: event.message };
         break;
+      // Tool calls exist only on /v1 (the /api request has no tools to offer).
       case 'progress':
+      case 'tool_call':
         break;
       default:
         assertNever(event);
@@ -124,6 +126,7 @@ export class SseEncoder {
       case 'error':
         return sse('error', { error: { code: event.code, message: event.message } });
       case 'progress':
+      case 'tool_call':
         return undefined;
       default:
         return assertNever(event);
@@ -163,6 +166,7 @@ export class NdjsonEncoder {
       case 'search':
       case 'thinking':
       case 'delta':
+      case 'tool_call':
         return undefined;
       default:
         return assertNever(event);

@@ -18,7 +18,7 @@ export class ChatObserver {
 
   /** Takes one event into account. */
   see(event: ChatEvent): void {
-    if ((event.type === 'delta' || event.type === 'thinking') && !this.firstTokenSeen) {
+    if ((event.type === 'delta' || event.type === 'thinking' || event.type === 'tool_call') && !this.firstTokenSeen) {
       this.firstTokenSeen = true;
       this.metrics.timeToFirstToken.observe({ provider: this.provider }, (performance.now() - this.acceptedAt) / 1000);
     } else if (event.type === 'done') {

@@ -4,6 +4,7 @@ import type { Services } from '../services.js';
 import { dashboardRoutes } from './dashboard.js';
 import { adminRoutes } from './admin.js';
 import { chatRoutes } from './chat.js';
+import { ChatReplies } from './chat-replies.js';
 import { modelsRoutes } from './models.js';
 import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
@@ -12,14 +13,18 @@ import { metricsRoutes } from './metrics.js';
 import { quotaRoutes } from './quota.js';
 import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
+import { v1Routes } from './v1.js';
 
 export function buildRoutes(services: Services): Route[] {
   const providers = services.models;
+  // One pipeline behind every chat-like route, /api and /v1 alike.
+  const replies = new ChatReplies(services);
   return [
     ...healthRoutes(services),
     ...metricsRoutes(services),
-    ...chatRoutes(services, providers),
+    ...chatRoutes(services, providers, replies),
     ...modelsRoutes(services, providers),
+    ...v1Routes(services, providers, replies),
     ...imageRoutes(services),
     ...sessionRoutes(services),
     ...quotaRoutes(services),

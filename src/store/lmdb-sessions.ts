@@ -63,6 +63,8 @@ export class LmdbSessionStore implements SessionStore {
       let next = meta.next + skipped;
       for (const turn of kept) {
         const stored: SessionMessage = { role: turn.role, content: turn.content, timestamp: turn.timestamp };
+        if (turn.tool_calls) stored.tool_calls = turn.tool_calls;
+        if (turn.tool_call_id !== undefined) stored.tool_call_id = turn.tool_call_id;
         if (turn.incomplete) stored.incomplete = true;
         this.messages.put([owner, sessionId, next], stored);
         next += 1;

@@ -19,10 +19,22 @@ export interface Storage {
   close(): Promise<void>;
 }
 
+/** A tool call as a stored assistant turn carries it (OpenAI's shape, as /v1 clients send it back). */
+export interface StoredToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
 /** One stored turn of a chat session. */
 export interface SessionMessage {
-  role: 'user' | 'assistant';
+  /** `tool` turns (a tool's result) are recorded from /v1 conversations only. */
+  role: 'user' | 'assistant' | 'tool';
   content: string;
+  /** The tools an assistant turn called (/v1). */
+  tool_calls?: StoredToolCall[];
+  /** Which call a `tool` turn answers (/v1). */
+  tool_call_id?: string;
   /** ISO 8601. */
   timestamp: string;
   /** Set on an assistant turn that was cut short (client left or upstream failed). */

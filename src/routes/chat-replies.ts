@@ -1,0 +1,183 @@
+/**
+ * How a chat-like route answers from the one pipeline: a JSON body folded from the events, or a
+ * stream of encoded frames with backpressure. /api/chat/* and /v1/chat/completions share these;
+ * each brings only its encoder (or collector).
+ */
+import { ChatPipeline } from '../core/chat-pipeline.js';
+import { wantsSearch } from '../core/sources.js';
+import type { ChatEvent } from '../domain/types.js';
+import { ApiError } from '../errors.js';
+import type { HttpContext } from '../http/types.js';
+import type { Services } from '../services.js';
+import type { AdmittedChat } from './admit.js';
+import { ChatObserver } from './chat-metrics.js';
+import { rateLimitHeaders } from './headers.js';
+
+/** Folds a request's events into one JSON body. */
+export interface ChatCollector {
+  add(event: ChatEvent): void;
+  /** The complete body, or undefined when the sequence did not end in `done`. */
+  body(): unknown;
+}
+
+/** How a stream is framed: its content type, an optional keep-alive, and the frame of each event. */
+export interface StreamFraming {
+  contentType: string;
+  heartbeat?: { intervalMs: number; frame: string };
+  /** The frame for an event, or undefined for events this stream does not carry. */
+  encode(event: ChatEvent): string | undefined;
+  /** A frame written once the sequence ended in `done` (`data: [DONE]`), if any. */
+  trailer?: string;
+}
+
+/** The error event's refunded quota, when the pipeline gave it back, as headers; otherwise the admitted ones. */
+function errorHeaders(admitted: AdmittedChat, event: Extract<ChatEvent, { type: 'error' }>): Record<string, string> {
+  return event.quota ? rateLimitHeaders(event.quota) : admitted.headers;
+}
+
+/** The JSON and stream replies over one pipeline. */
+export class ChatReplies {
+  private readonly pipeline: ChatPipeline;
+
+  constructor(private readonly services: Services) {
+    this.pipeline = new ChatPipeline({
+      sessions: services.sessions,
+      retriever: services.knowledge,
+      search: services.search,
+      logger: services.logger,
+      sessionMaxTurns: services.config.sessionMaxTurns,
+      maxAnswerBytes: services.config.maxAnswerBytes,
+    });
+  }
+
+  private observed(admitted: AdmittedChat, signal: AbortSignal) {
+    return {
+      events: this.pipeline.run(admitted.job, signal),
+      observer: new ChatObserver(this.services.metrics, admitted.job.provider.name, admitted.acceptedAt),
+    };
+  }
+
+  /** Collects the whole reply and answers with one JSON body (or the error that ended it). */
+  async json(context: HttpContext, admitted: AdmittedChat, collector: ChatCollector): Promise<void> {
+    const { events, observer } = this.observed(admitted, context.signal);
+    for await (const event of events) {
+      observer.see(event);
+      collector.add(event);
+      if (event.type === 'error') {
+        if (context.signal.aborted) return;
+        throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+      }
+    }
+    if (context.signal.aborted) return;
+    const body = collector.body();
+    if (!body) throw new ApiError('internal', 'The reply ended without finishing.', { headers: admitted.headers });
+    // The 200 is the acknowledgement: it waits for the quota take to be on disk.
+    await admitted.job.reservation.durable;
+    context.json(200, body, admitted.headers);
+  }
+
+  /**
+   * Streams encoded frames with backpressure; stops the pipeline as soon as the client is gone.
+   * With `untilSources`, a failed search is still an ordinary JSON error (see runPrelude).
+   */
+  async stream(context: HttpContext, admitted: AdmittedChat, framing: StreamFraming, options: { untilSources: boolean }): Promise<void> {
+    const { events, observer } = this.observed(admitted, context.signal);
+    const prelude = await runPrelude(events, admitted, options);
+    if (context.signal.aborted) return;
+    const { metrics } = this.services;
+    const stream = context.stream({
+      contentType: framing.contentType,
+      headers: { ...admitted.headers, 'X-Accel-Buffering': 'no' },
+      ...(framing.heartbeat ? { heartbeat: framing.heartbeat } : {}),
+    });
+    metrics.activeStreams.inc();
+    let ended = false;
+    // write() resolves once the client can take more, or false when it left.
+    const send = async (event: ChatEvent): Promise<boolean> => {
+      observer.see(event);
+      if (event.type === 'done') ended = true;
+      const frame = framing.encode(event);
+      return frame === undefined || (await stream.write(frame));
+    };
+    try {
+      let open = true;
+      let finished = prelude.finished;
+      for (const event of prelude.held) if (open) open = await send(event);
+      if (open && prelude.pending) {
+        const next = await prelude.pending;
+        if (next.done) finished = true;
+        else open = await send(next.value);
+      }
+      if (open && !finished) {
+        // Leaving this loop early returns the generator, which closes the upstream request at once.
+        for await (const event of events) if (!(await send(event))) break;
+      }
+      if (ended && framing.trailer) await stream.write(framing.trailer);
+    } finally {
+      await events.return(undefined);
+      metrics.activeStreams.dec();
+      stream.end();
+    }
+  }
+}
+
+/** The search step is held before the stream opens only when the job searches. */
+export function holdsSearch(admitted: AdmittedChat): boolean {
+  return wantsSearch(admitted.job);
+}
+
+/** Events pulled before the stream opened, to be sent first; `finished` when the sequence already ended. */
+interface Prelude {
+  held: ChatEvent[];
+  /** An event asked for when the commit resolved, not yet arrived (a slow upstream): it comes next. */
+  pending?: Promise<IteratorResult<ChatEvent>>;
+  finished: boolean;
+}
+
+/**
+ * Runs the pipeline ahead while the quota take becomes durable, so the upstream request starts
+ * during the fsync, and holds what it yields: nothing is sent before the take is on disk. With
+ * `untilSources` it also reads up to the `sources` event, so a failed search is still an ordinary
+ * JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an `error`
+ * event on a 200 stream. Holding is bounded: it lasts one commit (or one search).
+ */
+async function runPrelude(events: AsyncGenerator<ChatEvent>, admitted: AdmittedChat, options: { untilSources: boolean }): Promise<Prelude> {
+  const held: ChatEvent[] = [];
+  let durable = false;
+  const committed = admitted.job.reservation.durable.then(() => {
+    durable = true;
+  });
+  let sourcesSeen = !options.untilSources;
+  try {
+    while (!(durable && sourcesSeen)) {
+      const next = events.next();
+      // Until the commit resolves, keep pulling; once it has, pull only what the search hold needs.
+      const result = durable ? await next : await Promise.race([next, committed.then(() => undefined)]);
+      if (result === undefined) {
+        // The commit won the race: the stream may open now; the event asked for is still ours.
+        if (sourcesSeen) return { held, pending: next, finished: false };
+        const late = await next;
+        if (late.done) return { held, finished: true };
+        if (late.value.type === 'error' && options.untilSources) throw searchFailure(late.value, admitted);
+        held.push(late.value);
+        if (late.value.type === 'sources') sourcesSeen = true;
+        continue;
+      }
+      if (result.done) {
+        await committed;
+        return { held, finished: true };
+      }
+      if (result.value.type === 'error' && options.untilSources) throw searchFailure(result.value, admitted);
+      held.push(result.value);
+      if (result.value.type === 'sources') sourcesSeen = true;
+    }
+    return { held, finished: false };
+  } catch (error) {
+    await events.return(undefined);
+    throw error;
+  }
+}
+
+function searchFailure(event: Extract<ChatEvent, { type: 'error' }>, admitted: AdmittedChat): ApiError {
+  return new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+}

@@ -1,0 +1,196 @@
+/**
+ * OpenAI's Chat Completions wire format over the one ChatEvent sequence: the `chat.completion`
+ * body for non-streamed replies and `chat.completion.chunk` SSE frames for streams. Colloquy's
+ * own results ride along in extra fields (`sources`, `quota`, `session_id`) that OpenAI clients
+ * ignore and ours can read.
+ */
+import { randomBytes } from 'node:crypto';
+import { assertNever, type ChatEvent, type FinishReason, type QuotaStamp, type Source, type Usage } from '../domain/types.js';
+import type { ErrorCode } from '../errors.js';
+import { openAiError } from './v1-errors.js';
+
+/** OpenAI's finish reasons: a refusal or filter (`error` in the contract) is `content_filter`. */
+function openAiFinishReason(reason: FinishReason): string {
+  return reason === 'error' ? 'content_filter' : reason;
+}
+
+function openAiUsage(usage: Usage): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
+  return {
+    prompt_tokens: usage.input_tokens,
+    completion_tokens: usage.output_tokens,
+    total_tokens: usage.input_tokens + usage.output_tokens,
+  };
+}
+
+function quotaField(stamp: QuotaStamp): { plan: string; remaining: number; reset: string } {
+  return { plan: stamp.plan, remaining: stamp.remaining, reset: stamp.reset };
+}
+
+/** A completion id in OpenAI's form (`chatcmpl-` and 24 random hex characters). */
+export function completionId(): string {
+  return `chatcmpl-${randomBytes(12).toString('hex')}`;
+}
+
+interface AssembledCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** Folds events into one `chat.completion` body. */
+export class CompletionCollector {
+  private readonly id = completionId();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private model = '';
+  private sessionId: string | undefined;
+  private quota: QuotaStamp | undefined;
+  private content = '';
+  private reasoning = '';
+  private readonly toolCalls: AssembledCall[] = [];
+  private sources: Source[] | undefined;
+  private finished: { finishReason: FinishReason; usage: Usage } | undefined;
+  private failed = false;
+
+  /** Takes one event into account. */
+  add(event: ChatEvent): void {
+    switch (event.type) {
+      case 'start':
+        this.model = event.model;
+        this.sessionId = event.sessionId;
+        this.quota = event.quota;
+        break;
+      case 'sources':
+        this.sources = event.sources;
+        break;
+      case 'thinking':
+        this.reasoning += event.text;
+        break;
+      case 'delta':
+        this.content += event.text;
+        break;
+      case 'tool_call': {
+        const call = this.toolCalls[event.index];
+        if (call) call.function.arguments += event.arguments;
+        else
+          this.toolCalls[event.index] = {
+            id: event.id ?? '',
+            type: 'function',
+            function: { name: event.name ?? '', arguments: event.arguments },
+          };
+        break;
+      }
+      case 'done':
+        this.finished = { finishReason: event.finishReason, usage: event.usage };
+        break;
+      case 'error':
+        this.failed = true;
+        break;
+      case 'progress':
+      case 'search':
+        break;
+      default:
+        assertNever(event);
+    }
+  }
+
+  /** The `chat.completion` body, or undefined when the sequence did not end in `done`. */
+  body(): Record<string, unknown> | undefined {
+    if (!this.finished || this.failed || !this.quota) return undefined;
+    const calls = this.toolCalls.filter((call) => call !== undefined);
+    const message: Record<string, unknown> = {
+      role: 'assistant',
+      content: calls.length > 0 && this.content.length === 0 ? null : this.content,
+      refusal: null,
+    };
+    if (calls.length > 0) message.tool_calls = calls;
+    if (this.reasoning.length > 0) message.reasoning_content = this.reasoning;
+    const body: Record<string, unknown> = {
+      id: this.id,
+      object: 'chat.completion',
+      created: this.created,
+      model: this.model,
+      choices: [{ index: 0, message, finish_reason: openAiFinishReason(this.finished.finishReason), logprobs: null }],
+      usage: openAiUsage(this.finished.usage),
+      quota: quotaField(this.quota),
+    };
+    if (this.sources) body.sources = this.sources;
+    if (this.sessionId !== undefined) body.session_id = this.sessionId;
+    return body;
+  }
+}
+
+/** The SSE trailer OpenAI streams end with. */
+export const DONE_FRAME = 'data: [DONE]\n\n';
+
+/** `chat.completion.chunk` frames: unnamed `data:` events only (the SDK turns a named event into a chunk). */
+export class ChunkEncoder {
+  private readonly id = completionId();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private model = '';
+  private sessionId: string | undefined;
+  private quota: QuotaStamp | undefined;
+  private sources: Source[] | undefined;
+  private prefix = '';
+
+  constructor(private readonly includeUsage: boolean) {}
+
+  private chunk(delta: Record<string, unknown>, finishReason: string | null = null, extra?: Record<string, unknown>): string {
+    // The fixed part of every chunk is built once; only the choice changes.
+    const choice = JSON.stringify([{ index: 0, delta, finish_reason: finishReason, logprobs: null }]);
+    const tail = extra ? `,${JSON.stringify(extra).slice(1, -1)}` : '';
+    return `${this.prefix}${choice}${tail}}\n\n`;
+  }
+
+  /** The frame(s) for one event, or undefined for events the stream does not carry. */
+  encode(event: ChatEvent): string | undefined {
+    switch (event.type) {
+      case 'start':
+        this.model = event.model;
+        this.sessionId = event.sessionId;
+        this.quota = event.quota;
+        this.prefix = `data: {"id":"${this.id}","object":"chat.completion.chunk","created":${this.created},"model":${JSON.stringify(this.model)},"choices":`;
+        return this.chunk({ role: 'assistant', content: '' });
+      case 'thinking':
+        return this.chunk({ reasoning_content: event.text });
+      case 'delta':
+        return this.chunk({ content: event.text });
+      case 'tool_call': {
+        const call: Record<string, unknown> = { index: event.index };
+        if (event.id !== undefined) {
+          call.id = event.id;
+          call.type = 'function';
+        }
+        call.function = event.name !== undefined ? { name: event.name, arguments: event.arguments } : { arguments: event.arguments };
+        return this.chunk({ tool_calls: [call] });
+      }
+      case 'sources':
+        this.sources = event.sources;
+        return undefined;
+      case 'done': {
+        const extra: Record<string, unknown> = {};
+        if (this.quota) extra.quota = quotaField(this.quota);
+        if (this.sources) extra.sources = this.sources;
+        if (this.sessionId !== undefined) extra.session_id = this.sessionId;
+        let frames = this.chunk({}, openAiFinishReason(event.finishReason), extra);
+        if (this.includeUsage) {
+          frames += `data: ${JSON.stringify({
+            id: this.id,
+            object: 'chat.completion.chunk',
+            created: this.created,
+            model: this.model,
+            choices: [],
+            usage: openAiUsage(event.usage),
+          })}\n\n`;
+        }
+        return frames;
+      }
+      case 'error':
+        return `data: ${JSON.stringify(openAiError(event.code as ErrorCode, event.message))}\n\n`;
+      case 'progress':
+      case 'search':
+        return undefined;
+      default:
+        return assertNever(event);
+    }
+  }
+}
