@@ -2,7 +2,8 @@
  * Scenario 3: chat through the `openai` provider to a loopback mock upstream against calling the
  * same mock directly, at fixed rates (1k, 5k req/s) and at saturation. The direct baseline asks
  * the mock for the same kind of reply (SSE or JSON) that the gateway asks for, so the difference
- * is the gateway alone.
+ * is the gateway alone. The same request through the OpenAI-compatible `/v1/chat/completions` is
+ * measured beside `/api/chat/`, in the same runs, so the two surfaces' costs compare directly.
  */
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
 import { round, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
@@ -26,6 +27,8 @@ export async function gatewayTargets(
   mockPort: number,
 ): Promise<{
   gateway: Omit<LoadRequest, 'connections' | 'durationSeconds'>;
+  /** The same chat through /v1/chat/completions. */
+  v1: Omit<LoadRequest, 'connections' | 'durationSeconds'>;
   direct: Omit<LoadRequest, 'connections' | 'durationSeconds'>;
   upstreamStreams: boolean;
   probeStatus: number;
@@ -42,6 +45,12 @@ export async function gatewayTargets(
       method: 'POST',
       headers: json,
       bodies: [JSON.stringify({ message: MESSAGE, model: MOCK_MODEL_ID })],
+    },
+    v1: {
+      url: `${serverUrl}/v1/chat/completions`,
+      method: 'POST',
+      headers: json,
+      bodies: [JSON.stringify({ model: MOCK_MODEL_ID, messages: [{ role: 'user', content: MESSAGE }] })],
     },
     direct: {
       url: `http://127.0.0.1:${mockPort}/v1/chat/completions`,
@@ -86,17 +95,20 @@ export const gatewayOverheadScenario: Scenario = {
       // Warm both paths (JIT, keep-alive pools) before measuring.
       await runFixedRate({ ...targets.direct, connections, durationSeconds: 1, rate: 1000 });
       await runFixedRate({ ...targets.gateway, connections, durationSeconds: options.quick ? 1 : 2, rate: 2000 });
+      await runFixedRate({ ...targets.v1, connections, durationSeconds: 1, rate: 2000 });
       // Saturation first: it also tells which fixed rate is half the gateway's capacity.
       const best = await compareSaturation(
         [
           { name: 'mock directly', request: { ...targets.direct, connections: 50, durationSeconds: seconds } },
           { name: 'through colloquy', request: { ...targets.gateway, connections: 50, durationSeconds: seconds } },
+          { name: 'through colloquy /v1', request: { ...targets.v1, connections: 50, durationSeconds: seconds } },
         ],
-        1,
+        options.quick ? 1 : 2,
         1,
       );
       const directMax = best.get('mock directly')!;
       const gatewayMax = best.get('through colloquy')!;
+      const v1Max = best.get('through colloquy /v1')!;
       const ratio = round(gatewayMax.rps / directMax.rps, 3);
       // Added latency at half the gateway's own saturation: the hop's cost when it is not queueing.
       const half = Math.max(100, Math.round(gatewayMax.rps / 2 / 100) * 100);
@@ -108,8 +120,10 @@ export const gatewayOverheadScenario: Scenario = {
       for (const { rate, label } of steps) {
         const direct = await runFixedRate({ ...targets.direct, connections, durationSeconds: seconds, rate });
         const gateway = await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate });
+        const v1 = await runFixedRate({ ...targets.v1, connections, durationSeconds: seconds, rate });
         rows.push(loadRow('mock directly', direct, { load: label }));
         rows.push(loadRow('through colloquy', gateway, { load: label, ...added(gateway, direct) }));
+        rows.push(loadRow('through colloquy /v1', v1, { load: label, ...added(v1, direct) }));
         if (rate === 5000 && label === '5000 req/s') {
           const extra = round(gateway.p99_ms - direct.p99_ms, 3);
           const kept = gateway.rps >= rate * 0.95;
@@ -122,6 +136,16 @@ export const gatewayOverheadScenario: Scenario = {
       }
       rows.push(loadRow('mock directly', directMax, { load: 'saturation', ratio: 1 }));
       rows.push(loadRow('through colloquy', gatewayMax, { load: 'saturation', ...added(gatewayMax, directMax), ratio }));
+      rows.push(
+        loadRow('through colloquy /v1', v1Max, { load: 'saturation', ...added(v1Max, directMax), ratio: round(v1Max.rps / directMax.rps, 3) }),
+      );
+      // The /v1 surface's cost over /api: CPU per request at saturation is 1/throughput.
+      const v1Cost = round(gatewayMax.rps / v1Max.rps, 3);
+      goals.push({
+        goal: '/v1/chat/completions costs ≤ 5% over /api/chat/ (saturation)',
+        measured: `${v1Cost}× the /api cost (${v1Max.rps} vs ${gatewayMax.rps} req/s)`,
+        met: v1Cost <= 1.05 && v1Max.non2xx === 0,
+      });
       const direct = directMax;
       const stats = await mockStats(mock.port);
       return {
