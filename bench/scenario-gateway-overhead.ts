@@ -137,7 +137,11 @@ export const gatewayOverheadScenario: Scenario = {
       rows.push(loadRow('mock directly', directMax, { load: 'saturation', ratio: 1 }));
       rows.push(loadRow('through colloquy', gatewayMax, { load: 'saturation', ...added(gatewayMax, directMax), ratio }));
       rows.push(
-        loadRow('through colloquy /v1', v1Max, { load: 'saturation', ...added(v1Max, directMax), ratio: round(v1Max.rps / directMax.rps, 3) }),
+        loadRow('through colloquy /v1', v1Max, {
+          load: 'saturation',
+          ...added(v1Max, directMax),
+          ratio: round(v1Max.rps / directMax.rps, 3),
+        }),
       );
       // The /v1 surface's cost over /api: CPU per request at saturation is 1/throughput.
       const v1Cost = round(gatewayMax.rps / v1Max.rps, 3);

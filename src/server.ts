@@ -123,6 +123,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
       if (!logger.isLevelEnabled(level)) return;
       logger[level](
         {
+          request_id: record.id,
           method: record.method,
           route: record.route,
           status: record.status,

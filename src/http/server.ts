@@ -16,6 +16,8 @@ import type { Headers, HttpContext, RequestSnapshot, ResponseStream, Route, Stre
 
 /** What the server reports about each finished request (for logs and metrics). */
 export interface RequestRecord {
+  /** The id sent back as X-Request-Id. */
+  id: string;
   method: string;
   route: string;
   status: number;
@@ -204,6 +206,7 @@ class UwsContext implements HttpContext {
     if (this.finished) return;
     this.finished = true;
     this.server.release(this, {
+      id: this.request.id,
       method: this.request.method,
       route: this.request.route,
       status: this.aborted && this.status === 0 ? 499 : this.status,

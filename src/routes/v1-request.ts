@@ -261,7 +261,8 @@ export function parseCompletionRequest(json: unknown): ParsedCompletion {
   };
   return {
     request,
-    given: { messages, turn: newTurn(messages) },
+    // Only a session records the new turn: without one it is not built.
+    given: { messages, turn: body.session_id !== undefined ? newTurn(messages) : [] },
     options: generationOptions(body),
     stream: body.stream === true,
     includeUsage: body.stream_options?.include_usage === true,
