@@ -6,24 +6,13 @@
  */
 import type { Source } from '../domain/types.js';
 import { abortableSleep } from '../upstream/abortable-sleep.js';
+import { type Passage, passagesOf, questionTerms, rankPassages } from './passages.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
 
-const STOPWORDS = new Set(
-  (
-    'a an and are as at be but by can de did do does for from had has have how i if in into is it its la le me my no not of on or our ' +
-    'she so than that the their them then there these they this to un une us was we were what when where which who why will with you your'
-  ).split(' '),
-);
 /** Sentences quoted at most; enough to answer, short enough to read. */
 const MAX_SENTENCES = 3;
-
-/** Lower-cased content words with a light plural strip, so "indexes" meets "index". */
-function contentTerms(text: string): string[] {
-  const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
-  return words
-    .filter((word) => word.length > 1 && !STOPWORDS.has(word))
-    .map((word) => (word.length > 3 ? word.replace(/(es|s)$/, '') : word));
-}
+/** A further sentence is quoted only when it scores at least this share of the best one. */
+const KEEP_SHARE = 0.5;
 
 /** A rough token count (about four characters per token) for usage when nothing better exists. */
 export function estimateTokens(text: string): number {
@@ -35,31 +24,20 @@ export function estimateTokensFromChars(chars: number): number {
   return Math.ceil(chars / 4);
 }
 
-function sentences(text: string): string[] {
-  const segmenter = new Intl.Segmenter('en', { granularity: 'sentence' });
-  return [...segmenter.segment(text)].map((part) => part.segment.replace(/\s+/g, ' ').trim()).filter((part) => part.length > 0);
-}
-
 interface Candidate {
   source: Source;
-  position: number;
-  text: string;
+  passage: Passage;
   score: number;
 }
 
-/** Picks the sentences that share the most content words with the question, best first. */
+/** The sentences that answer the question best, best first: the top one and those close to it. */
 function rankSentences(question: string, sources: readonly Source[]): Candidate[] {
-  const wanted = new Set(contentTerms(question));
-  const candidates: Candidate[] = [];
-  for (const source of sources) {
-    sentences(source.snippet).forEach((text, position) => {
-      const terms = new Set(contentTerms(text));
-      let score = 0;
-      for (const term of wanted) if (terms.has(term)) score += 1;
-      if (score > 0) candidates.push({ source, position, text, score: score / Math.sqrt(1 + terms.size / 12) });
-    });
-  }
-  return candidates.sort((a, b) => b.score - a.score || a.source.index - b.source.index || a.position - b.position);
+  const candidates = sources.flatMap((source) => passagesOf(source.snippet).map((passage) => ({ item: source, passage })));
+  const ranked = rankPassages(question, candidates);
+  const best = ranked[0]?.score ?? 0;
+  return ranked
+    .filter((candidate) => candidate.score >= best * KEEP_SHARE)
+    .map((candidate) => ({ source: candidate.item, passage: candidate.passage, score: candidate.score }));
 }
 
 function question(request: ProviderRequest): string {
@@ -94,18 +72,19 @@ export function composeAnswer(request: ProviderRequest): { thinking: string; ans
     };
   }
   const ranked = rankSentences(asked, request.sources);
-  const terms = [...new Set(contentTerms(asked))];
+  const terms = [...new Set(questionTerms(asked))];
   if (ranked.length === 0) {
     const first = request.sources[0]!;
-    const opening = sentences(first.snippet)[0] ?? first.snippet;
+    const opening = passagesOf(first.snippet)[0]?.text ?? first.snippet;
     return {
       thinking: `Looked for ${terms.join(', ') || 'the question'} in ${request.sources.length} source(s); none of their sentences mention it.`,
       answer: `The sources found do not answer this directly. The closest one, "${first.title}", says: ${opening} [${first.index}]`,
     };
   }
   // The best sentences, then put back in reading order so the answer flows like the sources.
-  const chosen = ranked.slice(0, MAX_SENTENCES).sort((a, b) => a.source.index - b.source.index || a.position - b.position);
-  const answer = chosen.map((candidate) => `${candidate.text} [${candidate.source.index}]`).join(' ');
+  // The answer leads with the sentence that answers best; the others follow in order of strength.
+  const chosen = ranked.slice(0, MAX_SENTENCES);
+  const answer = chosen.map((candidate) => `${candidate.passage.text} [${candidate.source.index}]`).join(' ');
   const cited = [...new Set(chosen.map((candidate) => `[${candidate.source.index}]`))].join(', ');
   return {
     thinking: `Looked for ${terms.join(', ')} in ${request.sources.length} source(s); the most relevant sentences come from ${cited}.`,

@@ -21,12 +21,22 @@ interface Unit {
 
 const sentenceSegmenter = new Intl.Segmenter('en', { granularity: 'sentence' });
 
-/** Normalises line endings and whitespace; paragraphs are separated by one blank line. */
+/**
+ * Normalises line endings and whitespace; paragraphs are separated by one blank line. Line breaks
+ * inside a paragraph are kept (one per line): they are what tells list items, table rows and a
+ * heading from running text when the passage is read back.
+ */
 function normaliseParagraphs(text: string): string[] {
   return text
     .replace(/\r\n?/g, '\n')
     .split(/\n[ \t]*\n/)
-    .map((paragraph) => paragraph.replace(/\s+/g, ' ').trim())
+    .map((paragraph) =>
+      paragraph
+        .split('\n')
+        .map((line) => line.replace(/\s+/g, ' ').trim())
+        .filter((line) => line.length > 0)
+        .join('\n'),
+    )
     .filter((paragraph) => paragraph.length > 0);
 }
 
@@ -35,7 +45,7 @@ function splitAtWords(text: string, limit: number): string[] {
   const pieces: string[] = [];
   let rest = text;
   while (rest.length > limit) {
-    let cut = rest.lastIndexOf(' ', limit);
+    let cut = Math.max(rest.lastIndexOf(' ', limit), rest.lastIndexOf('\n', limit));
     if (cut < limit / 2) cut = limit;
     pieces.push(rest.slice(0, cut).trim());
     rest = rest.slice(cut).trim();
