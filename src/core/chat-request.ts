@@ -79,9 +79,9 @@ export const chatFields = {
 };
 
 /** POST /api/chat/, /stream and /progress. */
-const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
+export const ChatRequestSchema = v.strictObject(chatFields, 'unknown field');
 /** POST /api/chat/search: the chat request plus `max_results`. */
-const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
+export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_results: v.optional(Int(1, 10)) }, 'unknown field');
 
 /** A validated chat request (search fields included). */
 export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;

@@ -8,7 +8,7 @@ const IMAGE_SIZES = ['256x256', '512x512', '1024x1024'] as const;
 const MAX_PROMPT_CHARS = 4000;
 const MAX_IMAGES = 4;
 
-const ImageBodySchema = v.strictObject({
+export const ImageBodySchema = v.strictObject({
   prompt: v.pipe(
     v.string('must be a string'),
     v.trim(),

@@ -18,13 +18,19 @@ function userView(user: UserRecord): { user_id: string; plan: string; created: s
   return { user_id: user.user_id, plan: user.plan, created: user.created };
 }
 
+/** The admin request bodies; a plan must be one of the configured ones. */
+export function adminBodySchemas(planNames: string[]) {
+  const PlanSchema = v.picklist(planNames, `must be one of the configured plans: ${planNames.join(', ')}`);
+  return {
+    CreateUserBody: v.strictObject({ user_id: UserIdSchema, plan: v.optional(PlanSchema) }),
+    PatchUserBody: v.strictObject({ plan: PlanSchema }),
+    CreateKeyBody: v.optional(v.strictObject({ name: v.optional(KeyNameSchema) })),
+  };
+}
+
 /** The admin route group: users, plans and keys, behind COLLOQUY_ADMIN_TOKEN. */
 export function adminRoutes(services: Services): Route[] {
-  const planNames = Object.keys(services.config.plans);
-  const PlanSchema = v.picklist(planNames, `must be one of the configured plans: ${planNames.join(', ')}`);
-  const CreateUserBody = v.strictObject({ user_id: UserIdSchema, plan: v.optional(PlanSchema) });
-  const PatchUserBody = v.strictObject({ plan: PlanSchema });
-  const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
+  const { CreateUserBody, PatchUserBody, CreateKeyBody } = adminBodySchemas(Object.keys(services.config.plans));
 
   const existingUser = (userId: string | undefined): UserRecord => {
     const user = services.users.get(

@@ -6,6 +6,7 @@ import { adminRoutes } from './admin.js';
 import { chatRoutes } from './chat.js';
 import { ChatReplies } from './chat-replies.js';
 import { modelsRoutes } from './models.js';
+import { openApiRoutes } from './openapi.js';
 import { healthRoutes } from './health.js';
 import { imageRoutes } from './images.js';
 import { keyRoutes } from './keys.js';
@@ -19,7 +20,7 @@ export function buildRoutes(services: Services): Route[] {
   const providers = services.models;
   // One pipeline behind every chat-like route, /api and /v1 alike.
   const replies = new ChatReplies(services);
-  return [
+  const routes = [
     ...healthRoutes(services),
     ...metricsRoutes(services),
     ...chatRoutes(services, providers, replies),
@@ -33,4 +34,6 @@ export function buildRoutes(services: Services): Route[] {
     ...ragRoutes(services),
     ...dashboardRoutes(services),
   ];
+  // Last: the OpenAPI document describes every route above (and itself).
+  return [...routes, ...openApiRoutes(services, routes)];
 }

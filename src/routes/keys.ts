@@ -10,7 +10,7 @@ import { NO_STORE } from './headers.js';
 import type { Services } from '../services.js';
 import { identify } from './admit.js';
 
-const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
+export const CreateKeyBody = v.optional(v.strictObject({ name: v.optional(KeyNameSchema) }));
 
 /** The caller, who must be a user with a key: anonymous callers have no keys, the admin uses the admin API. */
 async function keyOwner(services: Services, context: HttpContext): Promise<Extract<Caller, { kind: 'user' }>> {

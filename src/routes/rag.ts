@@ -17,7 +17,7 @@ const DOCUMENT_ID_PATTERN = /^doc_[0-9a-f]{24}$/;
 
 const CollectionSchema = v.pipe(v.string(), v.regex(COLLECTION_PATTERN, 'must be 1-64 letters, digits, "_" or "-"'));
 
-const IngestBody = v.strictObject({
+export const IngestBody = v.strictObject({
   title: v.pipe(v.string(), v.trim(), v.minLength(1, 'must not be empty'), v.maxLength(300, 'must be at most 300 characters')),
   text: v.pipe(
     v.string(),

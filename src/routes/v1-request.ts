@@ -87,7 +87,7 @@ const ResponseFormatSchema = v.variant(
   'must have a type of "text", "json_object" or "json_schema"',
 );
 
-const CompletionRequestSchema = v.object({
+export const CompletionRequestSchema = v.object({
   model: v.nullish(v.pipe(Text, v.minLength(1, 'must not be empty'))),
   messages: v.pipe(v.array(MessageSchema, 'must be an array of messages'), v.minLength(1, 'must have at least one message')),
   stream: v.nullish(v.boolean()),

@@ -59,7 +59,7 @@ function checkImages(parsed: ParsedCompletion, model: ModelConfig, provider: Cha
   }
 }
 
-const EmbeddingsSchema = v.object({
+export const EmbeddingsSchema = v.object({
   input: v.union(
     [
       v.string(),

@@ -1,0 +1,646 @@
+/**
+ * GET /openapi.json (OpenAPI 3.1) and GET /docs (the document as a reference page, Swagger UI
+ * served from the installed package, so it works offline). The document is generated from the
+ * valibot schemas the routes validate with and the reply schemas in openapi-replies.ts; every
+ * operation of the router is described (building the document fails otherwise), and a test sends
+ * each documented example to the real server and checks the reply against its schema.
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { toJsonSchema } from '@valibot/to-json-schema';
+import type * as v from 'valibot';
+import { ChatRequestSchema, SearchChatRequestSchema } from '../core/chat-request.js';
+import { ApiError } from '../errors.js';
+import type { Route } from '../http/types.js';
+import { ImageBodySchema } from '../images/request.js';
+import type { Services } from '../services.js';
+import { adminBodySchemas } from './admin.js';
+import { CreateKeyBody } from './keys.js';
+import * as replies from './openapi-replies.js';
+import { IngestBody } from './rag.js';
+import { EmbeddingsSchema } from './v1.js';
+import { CompletionRequestSchema } from './v1-request.js';
+
+type Schema = v.GenericSchema;
+type Json = Record<string, unknown>;
+
+/** Who may call an operation. */
+type Access = 'open' | 'caller' | 'admin';
+
+/** One way a reply can come: JSON, an SSE stream of named events, NDJSON lines by `type`, or text. */
+type Reply =
+  | { kind: 'json'; schema: Schema }
+  | { kind: 'sse'; events: Record<string, Schema>; named: boolean }
+  | { kind: 'ndjson'; lines: Record<string, Schema> }
+  | { kind: 'text'; contentType: string };
+
+/** A request the test sends as documented (body, Accept header, query). */
+interface Example {
+  name: string;
+  body?: unknown;
+  accept?: string;
+  query?: Record<string, string>;
+}
+
+/** What the document says about one operation. */
+interface Operation {
+  summary: string;
+  description?: string;
+  tag: string;
+  access: Access;
+  body?: Schema;
+  /** Path parameters' example values (they name things earlier examples created). */
+  params?: Record<string, string>;
+  query?: Array<{ name: string; description: string; schema: Json }>;
+  status: number;
+  replies: Reply[];
+  /** Counted against the caller's quota: RateLimit headers on the reply. */
+  quota?: boolean;
+  examples: Example[];
+}
+
+const ADMIN_NOTE = 'Needs the admin token (COLLOQUY_ADMIN_TOKEN) as the bearer.';
+const PAGE_QUERY = [
+  { name: 'limit', description: 'Items per page (1-1000, default 100).', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
+  { name: 'after', description: 'The `next_after` of the previous page.', schema: { type: 'string' } },
+];
+
+const json = (schema: Schema): Reply => ({ kind: 'json', schema });
+
+/** Every operation of the service, keyed `METHOD path` with the router's path templates, in the order the examples run. */
+function operations(planNames: string[]): Record<string, Operation> {
+  const admin = adminBodySchemas(planNames);
+  const chatExample = { message: 'At what temperature is green tea brewed?', rag: true, session_id: 'docs-example' };
+  const completion = {
+    model: 'builtin-extractive',
+    messages: [{ role: 'user', content: 'At what temperature is green tea brewed?' }],
+    rag: true,
+  };
+  return {
+    'GET /health': {
+      summary: 'Health of the node: storage and each upstream',
+      description:
+        '200 when serving (`ok`, or `degraded` when an upstream is unreachable), 503 when `unavailable` or `draining`. Never quota-counted.',
+      tag: 'Operations',
+      access: 'open',
+      status: 200,
+      replies: [json(replies.HealthReply)],
+      examples: [{ name: 'health' }],
+    },
+    'GET /openapi.json': {
+      summary: 'This document (OpenAPI 3.1)',
+      description: 'Rendered as a reference page at GET /docs.',
+      tag: 'Operations',
+      access: 'open',
+      status: 200,
+      replies: [json(replies.OpenApiReply)],
+      examples: [{ name: 'document' }],
+    },
+    'GET /metrics': {
+      summary: 'Prometheus metrics',
+      tag: 'Operations',
+      access: 'open',
+      status: 200,
+      replies: [{ kind: 'text', contentType: 'text/plain; version=0.0.4; charset=utf-8' }],
+      examples: [{ name: 'scrape' }],
+    },
+    'POST /api/admin/users': {
+      summary: 'Create a user',
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      body: admin.CreateUserBody,
+      status: 201,
+      replies: [json(replies.UserReply)],
+      examples: [{ name: 'create', body: { user_id: 'bob', plan: planNames[0] } }],
+    },
+    'GET /api/admin/users': {
+      summary: 'List users',
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      query: PAGE_QUERY,
+      status: 200,
+      replies: [json(replies.UsersReply)],
+      examples: [{ name: 'list', query: { limit: '10' } }],
+    },
+    'GET /api/admin/plans': {
+      summary: 'The configured plans',
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      status: 200,
+      replies: [json(replies.PlansReply)],
+      examples: [{ name: 'plans' }],
+    },
+    'GET /api/admin/users/:user_id': {
+      summary: 'Read a user',
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      params: { user_id: 'bob' },
+      status: 200,
+      replies: [json(replies.UserReply)],
+      examples: [{ name: 'read' }],
+    },
+    'PATCH /api/admin/users/:user_id': {
+      summary: "Change a user's plan",
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      params: { user_id: 'bob' },
+      body: admin.PatchUserBody,
+      status: 200,
+      replies: [json(replies.UserReply)],
+      examples: [{ name: 'change plan', body: { plan: planNames.at(-1) } }],
+    },
+    'POST /api/admin/users/:user_id/keys': {
+      summary: 'Create an API key for a user (the secret is shown only here)',
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      params: { user_id: 'bob' },
+      body: admin.CreateKeyBody,
+      status: 201,
+      replies: [json(replies.AdminCreatedKeyReply)],
+      examples: [{ name: 'create key', body: { name: 'laptop' } }],
+    },
+    'GET /api/admin/users/:user_id/keys': {
+      summary: "List a user's keys",
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      params: { user_id: 'bob' },
+      status: 200,
+      replies: [json(replies.AdminKeysReply)],
+      examples: [{ name: 'list keys' }],
+    },
+    'DELETE /api/admin/users/:user_id/keys/:key_id': {
+      summary: "Revoke a user's key",
+      description: ADMIN_NOTE,
+      tag: 'Admin',
+      access: 'admin',
+      params: { user_id: 'bob', key_id: '0123456789abcdef' },
+      status: 200,
+      replies: [json(replies.AdminRevokedKeyReply)],
+      examples: [{ name: 'revoke' }],
+    },
+    'POST /api/keys': {
+      summary: 'Create another key for the calling user (the secret is shown only here)',
+      tag: 'Keys',
+      access: 'caller',
+      body: CreateKeyBody,
+      status: 201,
+      replies: [json(replies.CreatedKeyReply)],
+      examples: [{ name: 'create', body: { name: 'ci' } }],
+    },
+    'GET /api/keys': {
+      summary: "The calling user's keys (never a secret)",
+      tag: 'Keys',
+      access: 'caller',
+      status: 200,
+      replies: [json(replies.KeysReply)],
+      examples: [{ name: 'list' }],
+    },
+    'DELETE /api/keys/:key_id': {
+      summary: 'Revoke one of your keys (it answers 401 from then on)',
+      tag: 'Keys',
+      access: 'caller',
+      params: { key_id: '0123456789abcdef' },
+      status: 200,
+      replies: [json(replies.RevokedKeyReply)],
+      examples: [{ name: 'revoke' }],
+    },
+    'POST /api/rag/documents': {
+      summary: 'Add a document to the knowledge base (same url, else title: replaced)',
+      description: ADMIN_NOTE,
+      tag: 'Knowledge base',
+      access: 'admin',
+      body: IngestBody,
+      status: 201,
+      replies: [json(replies.IngestedReply)],
+      examples: [
+        {
+          name: 'tea',
+          body: { title: 'Tea guide', text: 'Green tea is brewed at 80 degrees for two minutes.', collection: 'examples' },
+        },
+        {
+          name: 'coffee',
+          body: {
+            title: 'Coffee guide',
+            text: 'Espresso is brewed at 93 degrees.',
+            url: 'https://example.com/coffee',
+            collection: 'examples',
+          },
+        },
+      ],
+    },
+    'GET /api/rag/documents': {
+      summary: 'List documents',
+      description: ADMIN_NOTE,
+      tag: 'Knowledge base',
+      access: 'admin',
+      query: [...PAGE_QUERY, { name: 'collection', description: 'Only this collection.', schema: { type: 'string' } }],
+      status: 200,
+      replies: [json(replies.DocumentsReply)],
+      examples: [{ name: 'list', query: { collection: 'examples' } }],
+    },
+    'GET /api/rag/documents/:document_id': {
+      summary: 'Read a document',
+      description: ADMIN_NOTE,
+      tag: 'Knowledge base',
+      access: 'admin',
+      params: { document_id: 'doc_0123456789abcdef01234567' },
+      status: 200,
+      replies: [json(replies.DocumentReply)],
+      examples: [{ name: 'read' }],
+    },
+    'GET /api/rag/collections': {
+      summary: 'Collections with their document and chunk counts',
+      tag: 'Knowledge base',
+      access: 'caller',
+      status: 200,
+      replies: [json(replies.CollectionsReply)],
+      examples: [{ name: 'collections' }],
+    },
+    'GET /api/chat/rag/stats': {
+      summary: 'Knowledge-base statistics',
+      tag: 'Knowledge base',
+      access: 'caller',
+      status: 200,
+      replies: [json(replies.RagStatsReply)],
+      examples: [{ name: 'stats' }],
+    },
+    'POST /api/chat': {
+      summary: 'Chat: one JSON reply',
+      tag: 'Chat',
+      access: 'caller',
+      body: ChatRequestSchema,
+      status: 200,
+      quota: true,
+      replies: [json(replies.ChatReply)],
+      examples: [{ name: 'from the knowledge base, in a session', body: chatExample }],
+    },
+    'POST /api/chat/stream': {
+      summary: 'Chat as Server-Sent Events',
+      tag: 'Chat',
+      access: 'caller',
+      body: ChatRequestSchema,
+      status: 200,
+      quota: true,
+      replies: [{ kind: 'sse', events: replies.ChatSseEvents, named: true }],
+      examples: [{ name: 'streamed', body: { message: 'At what temperature is green tea brewed?', rag: true, deep_thinking: true } }],
+    },
+    'POST /api/chat/progress': {
+      summary: 'Chat as NDJSON progress lines, then the result',
+      tag: 'Chat',
+      access: 'caller',
+      body: ChatRequestSchema,
+      status: 200,
+      quota: true,
+      replies: [{ kind: 'ndjson', lines: replies.ChatNdjsonLines }],
+      examples: [{ name: 'progress', body: { message: 'At what temperature is green tea brewed?', rag: true } }],
+    },
+    'POST /api/chat/search': {
+      summary: 'Answer from a web search, with numbered citations (SSE with Accept: text/event-stream)',
+      tag: 'Chat',
+      access: 'caller',
+      body: SearchChatRequestSchema,
+      status: 200,
+      quota: true,
+      replies: [json(replies.ChatReply), { kind: 'sse', events: replies.ChatSseEvents, named: true }],
+      examples: [
+        { name: 'search', body: { message: 'green tea temperature', max_results: 3 } },
+        { name: 'search, streamed', body: { message: 'green tea temperature' }, accept: 'text/event-stream' },
+      ],
+    },
+    'POST /api/chat/image': {
+      summary: 'Generate images (NDJSON progress with Accept: application/x-ndjson)',
+      tag: 'Images',
+      access: 'caller',
+      body: ImageBodySchema,
+      status: 200,
+      quota: true,
+      replies: [json(replies.ImageReply), { kind: 'ndjson', lines: replies.ImageNdjsonLines }],
+      examples: [
+        { name: 'image', body: { prompt: 'a lighthouse at dusk', size: '256x256' } },
+        { name: 'image with progress', body: { prompt: 'a lighthouse at dusk', size: '256x256' }, accept: 'application/x-ndjson' },
+      ],
+    },
+    'GET /api/models': {
+      summary: 'The configured models',
+      tag: 'Chat',
+      access: 'caller',
+      status: 200,
+      replies: [json(replies.ModelsReply)],
+      examples: [{ name: 'models' }],
+    },
+    'GET /api/chat/session/:id': {
+      summary: 'Read one of your sessions',
+      tag: 'Sessions',
+      access: 'caller',
+      params: { id: 'docs-example' },
+      status: 200,
+      replies: [json(replies.SessionReply)],
+      examples: [{ name: 'read' }],
+    },
+    'GET /api/chat/sessions': {
+      summary: 'Your sessions, most recent first',
+      tag: 'Sessions',
+      access: 'caller',
+      query: [{ name: 'limit', description: 'At most this many (default 100).', schema: { type: 'integer', minimum: 1, maximum: 1000 } }],
+      status: 200,
+      replies: [json(replies.SessionsReply)],
+      examples: [{ name: 'list' }],
+    },
+    'GET /api/chat/quota/:user_id': {
+      summary: "A user's quota (your own, or anyone's for the admin)",
+      tag: 'Quota',
+      access: 'caller',
+      params: { user_id: 'bob' },
+      status: 200,
+      replies: [json(replies.QuotaReply)],
+      examples: [{ name: 'quota' }],
+    },
+    'POST /v1/chat/completions': {
+      summary: 'OpenAI-compatible chat completion (stream: true for chat.completion.chunk events)',
+      description: 'Errors under /v1 use OpenAI’s shape. Extension fields: session_id, rag, web_search, language.',
+      tag: 'OpenAI-compatible',
+      access: 'caller',
+      body: CompletionRequestSchema,
+      status: 200,
+      quota: true,
+      replies: [json(replies.CompletionReply), { kind: 'sse', events: replies.CompletionSseEvents, named: false }],
+      examples: [
+        { name: 'completion', body: completion },
+        { name: 'streamed completion', body: { ...completion, stream: true, stream_options: { include_usage: true } } },
+      ],
+    },
+    'GET /v1/models': {
+      summary: 'OpenAI-compatible model list',
+      tag: 'OpenAI-compatible',
+      access: 'caller',
+      status: 200,
+      replies: [json(replies.OpenAiModelsReply)],
+      examples: [{ name: 'models' }],
+    },
+    'GET /v1/models/:id': {
+      summary: 'One model',
+      tag: 'OpenAI-compatible',
+      access: 'caller',
+      params: { id: 'builtin-extractive' },
+      status: 200,
+      replies: [json(replies.OpenAiModelReply)],
+      examples: [{ name: 'model' }],
+    },
+    'POST /v1/embeddings': {
+      summary: 'OpenAI-compatible embeddings through the rag.embeddings upstream (404 without one)',
+      tag: 'OpenAI-compatible',
+      access: 'caller',
+      body: EmbeddingsSchema,
+      status: 200,
+      quota: true,
+      replies: [json(replies.EmbeddingsReply)],
+      examples: [
+        { name: 'floats', body: { model: 'text-embedding-3-small', input: ['green tea', 'espresso'], encoding_format: 'float' } },
+        { name: 'base64', body: { model: 'text-embedding-3-small', input: 'green tea' } },
+      ],
+    },
+    'DELETE /api/chat/session/:id': {
+      summary: 'Delete one of your sessions',
+      tag: 'Sessions',
+      access: 'caller',
+      params: { id: 'docs-example' },
+      status: 200,
+      replies: [json(replies.DeletedSessionReply)],
+      examples: [{ name: 'delete' }],
+    },
+    'DELETE /api/rag/documents/:document_id': {
+      summary: 'Delete a document',
+      description: ADMIN_NOTE,
+      tag: 'Knowledge base',
+      access: 'admin',
+      params: { document_id: 'doc_0123456789abcdef01234567' },
+      status: 200,
+      replies: [json(replies.DeletedDocumentReply)],
+      examples: [{ name: 'delete' }],
+    },
+    'DELETE /api/rag/documents': {
+      summary: 'Delete a whole collection',
+      description: ADMIN_NOTE,
+      tag: 'Knowledge base',
+      access: 'admin',
+      query: [{ name: 'collection', description: 'The collection to delete (required).', schema: { type: 'string' } }],
+      status: 200,
+      replies: [json(replies.DeletedCollectionReply)],
+      examples: [{ name: 'delete collection', query: { collection: 'examples' } }],
+    },
+  };
+}
+
+const JSON_SCHEMA_OPTIONS = { target: 'draft-2020-12', errorMode: 'ignore' } as const;
+
+/** A valibot schema as JSON Schema (draft 2020-12, OpenAPI 3.1's dialect), without its `$schema`. */
+function jsonSchema(schema: Schema): Json {
+  const converted = toJsonSchema(schema, JSON_SCHEMA_OPTIONS) as Json;
+  delete converted.$schema;
+  return converted;
+}
+
+function mediaFor(reply: Reply): [string, Json] {
+  switch (reply.kind) {
+    case 'json':
+      return ['application/json', { schema: jsonSchema(reply.schema) }];
+    case 'text':
+      return [reply.contentType, { schema: { type: 'string' } }];
+    case 'sse':
+      return [
+        'text/event-stream',
+        {
+          schema: {
+            type: 'string',
+            description: reply.named
+              ? 'Server-Sent Events; each event’s `data` is JSON of the schema named by its `event:` field (x-events).'
+              : 'Server-Sent Events of unnamed `data:` lines: JSON chunks (x-events.chunk), an error (x-events.error), then `data: [DONE]`.',
+          },
+          'x-events': Object.fromEntries(Object.entries(reply.events).map(([name, schema]) => [name, jsonSchema(schema)])),
+        },
+      ];
+    case 'ndjson':
+      return [
+        'application/x-ndjson',
+        {
+          schema: { type: 'string', description: 'One JSON object per line; each line’s schema is named by its `type` field (x-events).' },
+          'x-events': Object.fromEntries(Object.entries(reply.lines).map(([name, schema]) => [name, jsonSchema(schema)])),
+        },
+      ];
+  }
+}
+
+const RATE_LIMIT_HEADERS = {
+  'RateLimit-Limit': { description: 'Requests the plan allows per window.', schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+};
+
+/** The OpenAPI path of a router template (`/api/keys/:key_id` → `/api/keys/{key_id}`). */
+function openApiPath(template: string): string {
+  return template.replace(/:([A-Za-z_]+)/g, '{$1}');
+}
+
+/** Routes that are pages rather than API operations. */
+function isUndocumented(route: Route): boolean {
+  return route.path.startsWith('/dashboard') || route.path === '/docs' || route.path.startsWith('/docs/');
+}
+
+/** The OpenAPI 3.1 document for `routes`; throws when a route and the description disagree. */
+export function openApiDocument(routes: readonly Route[], planNames: string[], version: string): Json {
+  const described = operations(planNames);
+  const paths: Record<string, Record<string, Json>> = {};
+  const seen = new Set<string>();
+  const keys = Object.keys(described);
+  for (const route of routes) {
+    if (isUndocumented(route)) continue;
+    const key = `${route.method} ${route.path}`;
+    const operation = described[key];
+    if (!operation) throw new Error(`the OpenAPI description has no entry for ${key}`);
+    seen.add(key);
+    const path = openApiPath(route.path);
+    const isV1 = route.path.startsWith('/v1/');
+    const errorSchema = jsonSchema(isV1 ? replies.OpenAiErrorReply : replies.ErrorReply);
+    const parameters: Json[] = [];
+    for (const name of route.path.match(/:([A-Za-z_]+)/g) ?? []) {
+      const param = name.slice(1);
+      parameters.push({ name: param, in: 'path', required: true, schema: { type: 'string' }, example: operation.params?.[param] });
+    }
+    for (const query of operation.query ?? [])
+      parameters.push({ name: query.name, in: 'query', required: false, description: query.description, schema: query.schema });
+    const content = Object.fromEntries(operation.replies.map(mediaFor));
+    const entry: Json = {
+      operationId: `${route.method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_match, next: string | undefined) => (next ?? '').toUpperCase())}`,
+      summary: operation.summary,
+      ...(operation.description ? { description: operation.description } : {}),
+      tags: [operation.tag],
+      security: operation.access === 'open' ? [] : operation.access === 'admin' ? [{ bearer: [] }] : [{}, { bearer: [] }],
+      ...(parameters.length > 0 ? { parameters } : {}),
+      responses: {
+        [String(operation.status)]: {
+          description: operation.summary,
+          ...(operation.quota ? { headers: RATE_LIMIT_HEADERS } : {}),
+          content,
+        },
+        '4XX': {
+          description: 'A refused request (docs/errors.md lists every code).',
+          content: { 'application/json': { schema: errorSchema } },
+        },
+        '5XX': { description: 'A failure on our side or upstream.', content: { 'application/json': { schema: errorSchema } } },
+      },
+      'x-order': keys.indexOf(key),
+      'x-examples': operation.examples,
+    };
+    if (operation.body) {
+      entry.requestBody = {
+        required: true,
+        content: {
+          'application/json': {
+            schema: jsonSchema(operation.body),
+            example: operation.examples.find((example) => example.body !== undefined)?.body,
+          },
+        },
+      };
+    }
+    paths[path] ??= {};
+    (paths[path] as Record<string, Json>)[route.method.toLowerCase()] = entry;
+  }
+  const missing = keys.filter((key) => !seen.has(key));
+  if (missing.length > 0) throw new Error(`the OpenAPI description names routes that do not exist: ${missing.join(', ')}`);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Colloquy',
+      version,
+      description:
+        'A self-hostable conversational AI API server: chat as JSON, Server-Sent Events or NDJSON progress, web search with citations, a knowledge base, images, sessions, per-user quotas, and an OpenAI-compatible /v1 surface.',
+    },
+    servers: [{ url: '/' }],
+    tags: ['Chat', 'OpenAI-compatible', 'Sessions', 'Quota', 'Knowledge base', 'Images', 'Keys', 'Admin', 'Operations'].map((name) => ({
+      name,
+    })),
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'An API key (`ck_…`), or the admin token on admin routes.' },
+      },
+    },
+    paths,
+  };
+}
+
+/** The /docs page: Swagger UI from the installed package, started by a same-origin script (the CSP allows no inline code). */
+const DOCS_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Colloquy API reference</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+<div id="reference"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/start.js"></script>
+</body>
+</html>
+`;
+
+const START_SCRIPT = `window.addEventListener('load', function () {
+  window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#reference', deepLinking: true, tryItOutEnabled: false });
+});
+`;
+
+/** Swagger UI sets inline styles on its elements; nothing else is loosened. */
+const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "object-src 'none'",
+].join('; ');
+
+/** The OpenAPI document and the reference page. */
+export function openApiRoutes(services: Services, routes: readonly Route[]): Route[] {
+  const resolve = createRequire(import.meta.url).resolve;
+  const assets = new Map<string, { type: string; body: Buffer }>([
+    ['swagger-ui.css', { type: 'text/css; charset=utf-8', body: readFileSync(resolve('swagger-ui-dist/swagger-ui.css')) }],
+    [
+      'swagger-ui-bundle.js',
+      { type: 'text/javascript; charset=utf-8', body: readFileSync(resolve('swagger-ui-dist/swagger-ui-bundle.js')) },
+    ],
+    ['start.js', { type: 'text/javascript; charset=utf-8', body: Buffer.from(START_SCRIPT) }],
+  ]);
+  const pageHeaders = { 'Content-Security-Policy': DOCS_CSP, 'Cache-Control': 'no-cache' };
+  let body = '';
+  const own: Route[] = [
+    {
+      method: 'GET',
+      path: '/openapi.json',
+      handler: (context) => context.send(200, 'application/json', body, { 'Cache-Control': 'no-cache' }),
+    },
+    { method: 'GET', path: '/docs', handler: (context) => context.send(200, 'text/html; charset=utf-8', DOCS_PAGE, pageHeaders) },
+    {
+      method: 'GET',
+      path: '/docs/assets/:name',
+      handler: (context) => {
+        const asset = assets.get(context.request.params.name ?? '');
+        if (!asset) throw new ApiError('not_found', 'No such documentation asset.');
+        context.send(200, asset.type, asset.body, pageHeaders);
+      },
+    },
+  ];
+  // Built once, from every route including these: a route without a description stops the start.
+  body = JSON.stringify(openApiDocument([...routes, ...own], Object.keys(services.config.plans), services.config.version));
+  return own;
+}
