@@ -82,7 +82,7 @@ before(async () => {
     if (asked.includes('stall')) {
       // Two chunks, then silence: only the client going away ends this.
       response.writeHead(200, SSE);
-      response.write(fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n') + '\n\n');
+      response.write(`${fixture('openai-stream.sse').split('\n\n').slice(0, 2).join('\n\n')}\n\n`);
       return;
     }
     return replay(response, 'openai-stream.sse');

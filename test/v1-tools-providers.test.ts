@@ -79,6 +79,12 @@ before(async () => {
   // One loopback server plays all three dialects, each under its own path.
   upstream = await startUpstream(async (request, response, recorded) => {
     const second = hasToolResults(recorded);
+    if (JSON.stringify(recorded.body?.messages ?? []).includes('Think first')) {
+      // Each dialect's recorded reasoning stream.
+      if (request.url === '/v1/chat/completions') return reply(response, 'text/event-stream', fixture('openai-reasoning.sse'));
+      if (request.url === '/v1/messages') return reply(response, 'text/event-stream', fixture('anthropic-thinking.sse'));
+      return reply(response, 'application/x-ndjson', fixture('ollama-chat.ndjson'));
+    }
     if (request.url === '/v1/chat/completions') {
       await reply(response, 'text/event-stream', fixture(second ? 'openai-tool-answer.sse' : 'openai-tool-calls.sse'));
     } else if (request.url === '/v1/messages') {
@@ -331,6 +337,24 @@ describe('tool calling through /v1 on every upstream dialect', () => {
     await server.post('/v1/chat/completions', { model: MODELS.ollama, messages: ASKED, tools: TOOLS, tool_choice: 'none' });
     assert.equal(lastRequest('/api/chat').body.tools, undefined);
   });
+
+  const REASONING = {
+    openai: ['The user asks for 2+2. That is 4.', '2 + 2 = 4.'],
+    anthropic: ['Let me work through this. 27 × 453 = 12231.', '27 × 453 = **12 231** — voilà ✓'],
+    ollama: ['The user wants a haiku about rivers.', 'Água corre sob a ponte —\nrio sem pressa.'],
+  } as const;
+  for (const dialect of ['openai', 'anthropic', 'ollama'] as const) {
+    test(`${dialect}: reasoning comes back as reasoning_content, never inside content, streamed or not`, async () => {
+      const [reasoning, content] = REASONING[dialect];
+      const messages = [{ role: 'user', content: 'Think first, then answer.' }];
+      const body = (await (await server.post('/v1/chat/completions', { model: MODELS[dialect], messages })).json()) as any;
+      assert.equal(body.choices[0].message.reasoning_content, reasoning);
+      assert.equal(body.choices[0].message.content, content);
+      const chunks = chunksOf(await (await server.post('/v1/chat/completions', { model: MODELS[dialect], messages, stream: true })).text());
+      assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta?.reasoning_content ?? '').join(''), reasoning);
+      assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join(''), content);
+    });
+  }
 
   test('the built-in model never calls a tool and says so in its text', async () => {
     const body = (await (
