@@ -82,6 +82,18 @@ export function createMetrics() {
       labelNames: ['provider', 'code'] as const,
       registers: [registry],
     }),
+    modelAttempts: new Counter({
+      name: 'colloquy_model_attempts_total',
+      help: 'Chat attempts by configured model and outcome (ok, failed before answering, skipped while cooling down).',
+      labelNames: ['model', 'outcome'] as const,
+      registers: [registry],
+    }),
+    fallbacks: new Counter({
+      name: 'colloquy_fallbacks_total',
+      help: 'Replies answered by a fallback model after an earlier model failed or was cooling down, by the model that answered.',
+      labelNames: ['model'] as const,
+      registers: [registry],
+    }),
     retrievalDuration: new Histogram({
       name: 'colloquy_retrieval_duration_seconds',
       help: 'Knowledge-base retrieval time.',

@@ -48,7 +48,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   // The upstream layer's one metrics and log seam, shared by every kind of upstream call.
   const upstreamCalls = recordUpstreamCalls(metrics, logger);
   const upstream = new UpstreamClient(config.upstream, upstreamCalls);
-  const models = createProviderRegistry(config, upstream);
+  const models = createProviderRegistry(config, upstream, options.clock);
   const reachability = new ReachabilityProbe(models.probeTargets(), {
     intervalMs: config.healthProbeIntervalMs,
     timeoutMs: config.upstream.connectTimeoutMs,

@@ -52,3 +52,6 @@ export function defaultMaxStreams(): number {
   }
   return 4096;
 }
+
+/** A model's fallback defaults: none, and a cool-down of 30 s after 3 upstream failures in a row. */
+export const NO_FALLBACKS = { fallbacks: [] as readonly string[], cooldownAfter: 3, cooldownSeconds: 30 };

@@ -1,4 +1,5 @@
 /** What the environment says: ports and paths, upstreams registered by variables, secrets by name. */
+import { NO_FALLBACKS } from './defaults.js';
 import type { ConfigFile } from './schema.js';
 import { ConfigError, type ModelConfig } from './types.js';
 
@@ -28,6 +29,7 @@ export function envModels(env: NodeJS.ProcessEnv): ModelConfig[] {
       upstreamModel,
       thinkingBudget: 0,
       vision: false,
+      ...NO_FALLBACKS,
     });
   }
   if (env.ANTHROPIC_API_KEY) {
@@ -40,6 +42,7 @@ export function envModels(env: NodeJS.ProcessEnv): ModelConfig[] {
       upstreamModel,
       thinkingBudget: 2048,
       vision: false,
+      ...NO_FALLBACKS,
     });
   }
   if (env.OLLAMA_HOST) {
@@ -53,6 +56,7 @@ export function envModels(env: NodeJS.ProcessEnv): ModelConfig[] {
       upstreamModel,
       thinkingBudget: 0,
       vision: false,
+      ...NO_FALLBACKS,
     });
   }
   return models;

@@ -3,7 +3,15 @@
  * environment (env.ts) and the defaults (defaults.ts) resolved into one frozen Config. A bad value
  * stops start-up with a ConfigError naming the key.
  */
-import { DEFAULT_BASE_URL, DEFAULT_PLANS, defaultMaxStreams, defaultSearchKeyEnv, defaultSearchUrl, packageVersion } from './defaults.js';
+import {
+  DEFAULT_BASE_URL,
+  DEFAULT_PLANS,
+  NO_FALLBACKS,
+  defaultMaxStreams,
+  defaultSearchKeyEnv,
+  defaultSearchUrl,
+  packageVersion,
+} from './defaults.js';
 import { envModels, envSearch, intFromEnv, secretFrom } from './env.js';
 import { mergeConfigFile, readConfigFile } from './file.js';
 import type { ConfigFile } from './schema.js';
@@ -34,6 +42,7 @@ function resolveModels(file: ConfigFile, env: NodeJS.ProcessEnv): Pick<Config, '
       upstreamModel: BUILTIN_MODEL_ID,
       thinkingBudget: 0,
       vision: false,
+      ...NO_FALLBACKS,
     },
   ];
   const declared = file.models
@@ -45,11 +54,22 @@ function resolveModels(file: ConfigFile, env: NodeJS.ProcessEnv): Pick<Config, '
         upstreamModel: model.upstream_model ?? model.id,
         thinkingBudget: model.thinking_budget ?? 2048,
         vision: model.vision ?? false,
+        fallbacks: model.fallbacks ?? [],
+        cooldownAfter: model.cooldown_after ?? NO_FALLBACKS.cooldownAfter,
+        cooldownSeconds: model.cooldown_s ?? NO_FALLBACKS.cooldownSeconds,
       }))
     : envModels(env);
   for (const model of declared) {
     if (models.some((known) => known.id === model.id)) throw new ConfigError(`models: duplicate model id "${model.id}"`);
     models.push(model);
+  }
+  for (const model of declared) {
+    for (const fallback of model.fallbacks) {
+      if (fallback === model.id) throw new ConfigError(`models: "${model.id}" names itself in fallbacks`);
+      if (!models.some((known) => known.id === fallback)) {
+        throw new ConfigError(`models: "${model.id}" falls back to "${fallback}", which is not one of the configured models`);
+      }
+    }
   }
   const defaultModel = file.default_model ?? declared[0]?.id ?? BUILTIN_MODEL_ID;
   if (!models.some((model) => model.id === defaultModel)) {

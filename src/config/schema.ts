@@ -28,6 +28,11 @@ const ModelSchema = v.strictObject({
   thinking_budget: v.optional(PositiveInt),
   /** The model takes image input (`image_url` parts on /v1); without it such parts are refused. */
   vision: v.optional(v.boolean()),
+  /** Models tried in order when this one's upstream fails before any part of the answer came. */
+  fallbacks: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
+  /** Consecutive upstream failures after which this model is skipped for `cooldown_s`. */
+  cooldown_after: v.optional(PositiveInt),
+  cooldown_s: v.optional(PositiveInt),
 });
 
 const SearchSchema = v.strictObject({

@@ -17,6 +17,11 @@ export interface ModelConfig {
   thinkingBudget: number;
   /** Takes image input (`vision: true` in the config file). */
   vision: boolean;
+  /** Model ids tried in order when this one's upstream fails before answering. */
+  fallbacks: readonly string[];
+  /** Consecutive failures that put the model in a cool-down, and how long that lasts. */
+  cooldownAfter: number;
+  cooldownSeconds: number;
 }
 
 export interface Config {

@@ -6,6 +6,8 @@
 import type { ModelConfig } from '../config/index.js';
 import type { Caller, QuotaReservation } from '../domain/types.js';
 import type { Logger } from '../logger.js';
+import type { ModelCooldowns } from '../providers/cooldown.js';
+import type { ResolvedModel } from '../providers/registry.js';
 import type { ChatProvider, GenerationOptions, ProviderMessage } from '../providers/types.js';
 import type { Retriever } from '../rag/types.js';
 import type { SearchProvider } from '../search/types.js';
@@ -39,6 +41,8 @@ export interface ChatJob {
   readonly options?: GenerationOptions;
   /** Pass on reasoning whenever the upstream sends any, not only when deep thinking was asked for. */
   readonly alwaysShowReasoning?: boolean;
+  /** The model's fallbacks, tried in order when an upstream fails before any part of the answer came. */
+  readonly fallbacks?: readonly ResolvedModel[];
 }
 
 /** The long-lived parts the chat stages use. */
@@ -51,4 +55,8 @@ export interface ChatDependencies {
   readonly sessionMaxTurns: number;
   /** Largest answer kept, in bytes (`max_answer_bytes`); past it the reply ends with `length`. */
   readonly maxAnswerBytes: number;
+  /** Models cooling down after failing in a row: skipped while another candidate is left. */
+  readonly cooldowns: ModelCooldowns;
+  /** Records each attempt's outcome (metrics). */
+  readonly onAttempt?: (model: string, outcome: 'ok' | 'failed' | 'skipped', fellBack: boolean) => void;
 }

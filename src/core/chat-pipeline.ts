@@ -46,13 +46,20 @@ export class ChatPipeline {
       }
       const gathered = wantsSources(job) ? yield* gatherSources(job, deps, signal) : NO_SOURCES;
       const bounds = { maxBytes: deps.maxAnswerBytes, maxTokens: request.max_tokens };
-      const generated = yield* generate(job, conversation.messages, gathered, answer, bounds, signal);
+      const generated = yield* generate(job, deps, conversation.messages, gathered, answer, bounds, signal);
       if (request.session_id !== undefined) {
         yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };
         await persistTurn(job, deps, newTurn, answer, { incomplete: generated.truncated });
       }
       settled = true;
-      yield { type: 'done', finishReason: generated.finishReason, usage: generated.usage, timestamp: new Date().toISOString() };
+      yield {
+        type: 'done',
+        finishReason: generated.finishReason,
+        usage: generated.usage,
+        timestamp: new Date().toISOString(),
+        model: generated.model,
+        attempts: generated.attempts,
+      };
     } catch (error) {
       // A client that left is not written to; a server shutting down tells the client it stops.
       if (signal.aborted && !(signal.reason instanceof ServerShutdown)) return;

@@ -3,10 +3,21 @@
  * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
  * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
  */
-import { assertNever, type ChatEvent, type FinishReason, type ToolCall, type ToolCallFragment, type Usage } from '../domain/types.js';
+import {
+  type Attempt,
+  assertNever,
+  type ChatEvent,
+  type FinishReason,
+  type ToolCall,
+  type ToolCallFragment,
+  type Usage,
+} from '../domain/types.js';
 import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
 import type { ProviderMessage } from '../providers/types.js';
-import type { ChatJob } from './chat-job.js';
+import type { ModelCooldowns } from '../providers/cooldown.js';
+import type { ResolvedModel } from '../providers/registry.js';
+import { UpstreamError } from '../upstream/upstream-error.js';
+import type { ChatDependencies, ChatJob } from './chat-job.js';
 import type { Gathered } from './sources.js';
 
 /** NDJSON `generating` progress is repeated at most this often. */
@@ -55,6 +66,10 @@ export interface Generated {
   finishReason: FinishReason;
   usage: Usage;
   truncated: boolean;
+  /** The model that answered. */
+  model: string;
+  /** The models tried before it (failed before answering, or skipped while cooling down). */
+  attempts: Attempt[];
 }
 
 /** The answer's bounds: bytes always (`max_answer_bytes`), tokens when the request set `max_tokens`. */
@@ -63,22 +78,50 @@ export interface AnswerBounds {
   maxTokens: number | undefined;
 }
 
-/** Streams the model's reply for the conversation and sources, recording the answer as it goes. */
+/**
+ * A failure that lets the next model try: the upstream could not be reached, timed out, was rate
+ * limiting (429), failed (5xx) or broke off before any part of the answer came. Refusals of the
+ * request itself (other 4xx: a bad key, an unknown model) are the caller's to see.
+ */
+function letsFallbackTry(error: unknown): error is UpstreamError {
+  if (!(error instanceof UpstreamError)) return false;
+  const status = /^status_(\d{3})$/.exec(error.reason)?.[1];
+  return status === undefined || status === '429' || status.startsWith('5');
+}
+
+/** The candidates in order: those cooling down are skipped while any other is left. */
+function candidatesOf(job: ChatJob, cooldowns: ModelCooldowns): { tried: ResolvedModel[]; skipped: Attempt[] } {
+  const all: ResolvedModel[] = [{ model: job.model, provider: job.provider }, ...(job.fallbacks ?? [])];
+  if (all.length === 1) return { tried: all, skipped: [] };
+  const ready = all.filter((candidate) => cooldowns.coolingUntil(candidate.model.id) === undefined);
+  if (ready.length === 0) return { tried: all, skipped: [] };
+  const skipped = all
+    .filter((candidate) => !ready.includes(candidate))
+    .map((candidate) => ({ model: candidate.model.id, error_code: 'cooling_down' as const }));
+  return { tried: ready, skipped };
+}
+
+/**
+ * Streams the model's reply for the conversation and sources, recording the answer as it goes.
+ * When the upstream fails before any part of the answer came, the model's fallbacks are tried in
+ * order with the same request; once an answer event went out, a failure is the caller's error.
+ */
 export async function* generate(
   job: ChatJob,
+  deps: Pick<ChatDependencies, 'cooldowns' | 'onAttempt'>,
   messages: ProviderMessage[],
   gathered: Gathered,
   answer: AnswerRecord,
   bounds: AnswerBounds,
   signal: AbortSignal,
 ): AsyncGenerator<ChatEvent, Generated> {
-  const { request, model, provider } = job;
+  const { request } = job;
   const deepThinking = request.deep_thinking ?? false;
   const showThinking = deepThinking || job.alwaysShowReasoning === true;
   const generating = (outputTokens: number): ChatEvent => ({
     type: 'progress',
     stage: 'generating',
-    message: `Generating with ${model.id}`,
+    message: `Generating with ${job.model.id}`,
     outputTokens,
   });
   // Stages are reported in order: with deep thinking, reasoning (if any) comes before the answer.
@@ -91,80 +134,104 @@ export async function* generate(
   let lastProgress = performance.now();
   let answerBytes = 0;
   let truncated = false;
+  // True once the upstream sent any part of the answer (shown or not): no fallback after that.
+  let started = false;
 
-  const stream = provider.stream(
-    {
-      model,
-      messages,
-      temperature: request.temperature,
-      maxTokens: request.max_tokens,
-      deepThinking,
-      language: request.language,
-      sources: gathered.sources,
-      searched: gathered.searched,
-      ...(job.options ? { options: job.options } : {}),
-    },
-    signal,
-  );
-  // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the loop
-  // returns the provider's stream, which closes the upstream request.
-  batches: for await (const batch of stream) {
-    for (const event of batch) {
-      switch (event.type) {
-        case 'thinking':
-          if (!showThinking) break;
-          answer.produced = true;
-          if (!thinkingReported) {
-            thinkingReported = true;
-            yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+  const { tried, skipped } = candidatesOf(job, deps.cooldowns);
+  const attempts: Attempt[] = [...skipped];
+  for (const attempt of skipped) deps.onAttempt?.(attempt.model, 'skipped', false);
+  let answered: ResolvedModel | undefined;
+  for (const [position, candidate] of tried.entries()) {
+    const stream = candidate.provider.stream(
+      {
+        model: candidate.model,
+        messages,
+        temperature: request.temperature,
+        maxTokens: request.max_tokens,
+        deepThinking,
+        language: request.language,
+        sources: gathered.sources,
+        searched: gathered.searched,
+        ...(job.options ? { options: job.options } : {}),
+      },
+      signal,
+    );
+    try {
+      // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the
+      // loop returns the provider's stream, which closes the upstream request.
+      batches: for await (const batch of stream) {
+        for (const event of batch) {
+          switch (event.type) {
+            case 'thinking':
+              started = true;
+              if (!showThinking) break;
+              answer.produced = true;
+              if (!thinkingReported) {
+                thinkingReported = true;
+                yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+              }
+              yield { type: 'thinking', text: event.text };
+              break;
+            case 'delta': {
+              started = true;
+              if (!generatingReported) {
+                generatingReported = true;
+                yield generating(0);
+              }
+              answer.produced = true;
+              answerBytes += Buffer.byteLength(event.text);
+              if (answerBytes > bounds.maxBytes || ignoresMaxTokens(answer.chars + event.text.length, bounds.maxTokens)) {
+                truncated = true;
+                finishReason = 'length';
+                break batches;
+              }
+              answer.add(event.text);
+              deltas += 1;
+              yield { type: 'delta', text: event.text };
+              const now = performance.now();
+              if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
+                lastProgress = now;
+                yield generating(deltas);
+              }
+              break;
+            }
+            case 'tool_call': {
+              started = true;
+              if (!generatingReported) {
+                generatingReported = true;
+                yield generating(0);
+              }
+              answer.produced = true;
+              answerBytes += Buffer.byteLength(event.arguments);
+              if (answerBytes > bounds.maxBytes) {
+                truncated = true;
+                finishReason = 'length';
+                break batches;
+              }
+              answer.addToolCall(event);
+              yield event;
+              break;
+            }
+            case 'finish':
+              finishReason = event.reason;
+              if (event.usage) usage = { input_tokens: event.usage.inputTokens, output_tokens: event.usage.outputTokens };
+              break;
+            default:
+              assertNever(event);
           }
-          yield { type: 'thinking', text: event.text };
-          break;
-        case 'delta': {
-          if (!generatingReported) {
-            generatingReported = true;
-            yield generating(0);
-          }
-          answer.produced = true;
-          answerBytes += Buffer.byteLength(event.text);
-          if (answerBytes > bounds.maxBytes || ignoresMaxTokens(answer.chars + event.text.length, bounds.maxTokens)) {
-            truncated = true;
-            finishReason = 'length';
-            break batches;
-          }
-          answer.add(event.text);
-          deltas += 1;
-          yield { type: 'delta', text: event.text };
-          const now = performance.now();
-          if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
-            lastProgress = now;
-            yield generating(deltas);
-          }
-          break;
         }
-        case 'tool_call': {
-          if (!generatingReported) {
-            generatingReported = true;
-            yield generating(0);
-          }
-          answer.produced = true;
-          answerBytes += Buffer.byteLength(event.arguments);
-          if (answerBytes > bounds.maxBytes) {
-            truncated = true;
-            finishReason = 'length';
-            break batches;
-          }
-          answer.addToolCall(event);
-          yield event;
-          break;
-        }
-        case 'finish':
-          finishReason = event.reason;
-          if (event.usage) usage = { input_tokens: event.usage.inputTokens, output_tokens: event.usage.outputTokens };
-          break;
-        default:
-          assertNever(event);
       }
+      answered = candidate;
+      deps.cooldowns.succeeded(candidate.model.id);
+      deps.onAttempt?.(candidate.model.id, 'ok', attempts.length > 0);
+      break;
+    } catch (error) {
+      if (!letsFallbackTry(error) || signal.aborted) throw error;
+      deps.cooldowns.failed(candidate.model);
+      deps.onAttempt?.(candidate.model.id, 'failed', false);
+      // Once any part of the answer came, or nothing is left to try, the failure is the caller's.
+      if (started || position === tried.length - 1) throw error;
+      attempts.push({ model: candidate.model.id, error_code: error.code });
     }
   }
   if (!generatingReported) yield generating(0);
@@ -172,5 +239,5 @@ export async function* generate(
     input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
     output_tokens: estimateTokensFromChars(answer.chars),
   };
-  return { finishReason, usage, truncated };
+  return { finishReason, usage, truncated, model: (answered ?? { model: job.model }).model.id, attempts };
 }

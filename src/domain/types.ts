@@ -79,6 +79,15 @@ export interface Usage {
   output_tokens: number;
 }
 
+/**
+ * A model tried before the one that answered: it failed before producing any part of the answer
+ * (`error_code` from the catalogue), or it was skipped while cooling down (`cooling_down`).
+ */
+export interface Attempt {
+  model: string;
+  error_code: ErrorCode | 'cooling_down';
+}
+
 /** The progress stages, in the order a request passes them (docs/api.md lists the same order). */
 const PROGRESS_STAGES = ['accepted', 'history', 'retrieval', 'search', 'thinking', 'generating', 'saving'] as const;
 type ProgressStage = (typeof PROGRESS_STAGES)[number];
@@ -99,7 +108,7 @@ export type ChatEvent =
   | { type: 'thinking'; text: string }
   | { type: 'delta'; text: string }
   | ({ type: 'tool_call' } & ToolCallFragment)
-  | { type: 'done'; finishReason: FinishReason; usage: Usage; timestamp: string }
+  | { type: 'done'; finishReason: FinishReason; usage: Usage; timestamp: string; model: string; attempts: Attempt[] }
   | { type: 'error'; code: ErrorCode; message: string; quota?: QuotaStamp };
 
 /** Compile-time proof that a switch over a union handled every case. */

@@ -124,7 +124,8 @@ export async function admitChat(
     const { model, provider } = registry.resolve(request.model);
     input.checkModel?.(model, provider);
     const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
-    const job: ChatJob = { kind, caller, request, model, provider, reservation };
+    const fallbacks = registry.fallbacksOf(model);
+    const job: ChatJob = { kind, caller, request, model, provider, reservation, ...(fallbacks.length > 0 ? { fallbacks } : {}) };
     return {
       release,
       job: input.given

@@ -3,7 +3,7 @@
  * NDJSON `result` line), SSE frames (/stream) and NDJSON lines (/progress).
  */
 import type { ErrorCode } from '../errors.js';
-import { assertNever, type ChatEvent, type FinishReason, type Source, type Usage } from '../domain/types.js';
+import { type Attempt, assertNever, type ChatEvent, type FinishReason, type Source, type Usage } from '../domain/types.js';
 
 /** The /api/chat/ response body. */
 export interface ChatResponseBody {
@@ -19,6 +19,8 @@ export interface ChatResponseBody {
   thinking?: string;
   sources?: Source[];
   search?: { provider: string; query: string; result_count: number };
+  /** The models tried before the one that answered (`model`), when any was. */
+  attempts?: Attempt[];
 }
 
 /** Folds events into the final body; `error` is set when the sequence ended in an error. */
@@ -32,7 +34,7 @@ export class ChatResultCollector {
   private thinking = '';
   private sources: Source[] | undefined;
   private search: ChatResponseBody['search'];
-  private finished: { finishReason: FinishReason; usage: Usage; timestamp: string } | undefined;
+  private finished: { finishReason: FinishReason; usage: Usage; timestamp: string; model: string; attempts: Attempt[] } | undefined;
   error: { code: ErrorCode; message: string } | undefined;
 
   /** Takes one event into account. */
@@ -58,7 +60,13 @@ export class ChatResultCollector {
         this.response += event.text;
         break;
       case 'done':
-        this.finished = { finishReason: event.finishReason, usage: event.usage, timestamp: event.timestamp };
+        this.finished = {
+          finishReason: event.finishReason,
+          usage: event.usage,
+          timestamp: event.timestamp,
+          model: event.model,
+          attempts: event.attempts,
+        };
         break;
       case 'error':
         this.error = { code: event.code, message: event.message };
@@ -77,7 +85,7 @@ export class ChatResultCollector {
     if (!this.finished || this.error) return undefined;
     const body: ChatResponseBody = {
       response: this.response,
-      model: this.model,
+      model: this.finished.model || this.model,
       plan: this.plan,
       remaining: this.remaining,
       reset: this.reset,
@@ -89,6 +97,7 @@ export class ChatResultCollector {
     if (this.thinking.length > 0) body.thinking = this.thinking;
     if (this.sources) body.sources = this.sources;
     if (this.search) body.search = this.search;
+    if (this.finished.attempts.length > 0) body.attempts = this.finished.attempts;
     return body;
   }
 }
@@ -122,7 +131,13 @@ export class SseEncoder {
       case 'delta':
         return sse('delta', { text: event.text });
       case 'done':
-        return sse('done', { finish_reason: event.finishReason, usage: event.usage, timestamp: event.timestamp });
+        return sse('done', {
+          finish_reason: event.finishReason,
+          usage: event.usage,
+          timestamp: event.timestamp,
+          model: event.model,
+          ...(event.attempts.length > 0 ? { attempts: event.attempts } : {}),
+        });
       case 'error':
         return sse('error', { error: { code: event.code, message: event.message } });
       case 'progress':

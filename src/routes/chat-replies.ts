@@ -47,6 +47,11 @@ export class ChatReplies {
       logger: services.logger,
       sessionMaxTurns: services.config.sessionMaxTurns,
       maxAnswerBytes: services.config.maxAnswerBytes,
+      cooldowns: services.models.cooldowns,
+      onAttempt: (model, outcome, fellBack) => {
+        services.metrics.modelAttempts.inc({ model, outcome });
+        if (fellBack) services.metrics.fallbacks.inc({ model });
+      },
     });
   }
 

@@ -7,6 +7,8 @@ interface ProviderCheck {
   status: string;
   checked_at?: string;
   reason?: string;
+  /** When a cool-down ends (status `cooling_down`). */
+  until?: string;
 }
 
 /** Each configured model's upstream, as the last background probe found it (no call per request). */
@@ -15,6 +17,12 @@ function providerChecks(services: Services): Record<string, ProviderCheck> {
   for (const model of services.config.models) {
     if (model.provider !== 'builtin' && !model.baseUrl) {
       checks[model.id] = { provider: model.provider, status: 'misconfigured' };
+      continue;
+    }
+    const coolingUntil = services.models.cooldowns.coolingUntil(model.id);
+    if (coolingUntil !== undefined) {
+      // Failed in a row: skipped for fallbacks until then (the probe may still reach the server).
+      checks[model.id] = { provider: model.provider, status: 'cooling_down', until: new Date(coolingUntil).toISOString() };
       continue;
     }
     const probed = services.reachability.of(model.id);

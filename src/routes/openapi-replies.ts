@@ -44,6 +44,7 @@ const Source = v.object({
   snippet: Str,
 });
 const SearchSummary = v.object({ provider: Str, query: Str, result_count: Int });
+const Attempts = v.array(v.object({ model: Str, error_code: Str }));
 
 const chatResultFields = {
   response: Str,
@@ -56,6 +57,7 @@ const chatResultFields = {
   thinking: v.optional(Str),
   sources: v.optional(v.array(Source)),
   search: v.optional(SearchSummary),
+  attempts: v.optional(Attempts),
 };
 
 /** POST /api/chat/ and /api/chat/search (JSON). */
@@ -67,7 +69,7 @@ export const ChatSseEvents = {
   sources: v.object({ sources: v.array(Source), search: v.optional(SearchSummary) }),
   thinking: v.object({ text: Str }),
   delta: v.object({ text: Str }),
-  done: v.object({ finish_reason: FinishReason, usage: Usage, timestamp: Timestamp }),
+  done: v.object({ finish_reason: FinishReason, usage: Usage, timestamp: Timestamp, model: Str, attempts: v.optional(Attempts) }),
   error: v.object({ error: v.object({ code: v.picklist(CODES), message: Str }) }),
 };
 
@@ -223,6 +225,7 @@ const Extension = {
   quota: v.optional(v.object(QuotaFields)),
   sources: v.optional(v.array(Source)),
   session_id: v.optional(Str),
+  attempts: v.optional(Attempts),
 };
 
 /** POST /v1/chat/completions (JSON). */

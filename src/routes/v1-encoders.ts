@@ -5,7 +5,7 @@
  * ignore and ours can read.
  */
 import { randomBytes } from 'node:crypto';
-import { assertNever, type ChatEvent, type FinishReason, type QuotaStamp, type Source, type Usage } from '../domain/types.js';
+import { type Attempt, assertNever, type ChatEvent, type FinishReason, type QuotaStamp, type Source, type Usage } from '../domain/types.js';
 import type { ErrorCode } from '../errors.js';
 import { openAiError } from './v1-errors.js';
 
@@ -48,7 +48,7 @@ export class CompletionCollector {
   private reasoning = '';
   private readonly toolCalls: AssembledCall[] = [];
   private sources: Source[] | undefined;
-  private finished: { finishReason: FinishReason; usage: Usage } | undefined;
+  private finished: { finishReason: FinishReason; usage: Usage; model: string; attempts: Attempt[] } | undefined;
   private failed = false;
 
   /** Takes one event into account. */
@@ -80,7 +80,7 @@ export class CompletionCollector {
         break;
       }
       case 'done':
-        this.finished = { finishReason: event.finishReason, usage: event.usage };
+        this.finished = { finishReason: event.finishReason, usage: event.usage, model: event.model, attempts: event.attempts };
         break;
       case 'error':
         this.failed = true;
@@ -108,13 +108,14 @@ export class CompletionCollector {
       id: this.id,
       object: 'chat.completion',
       created: this.created,
-      model: this.model,
+      model: this.finished.model || this.model,
       choices: [{ index: 0, message, finish_reason: openAiFinishReason(this.finished.finishReason), logprobs: null }],
       usage: openAiUsage(this.finished.usage),
       quota: quotaField(this.quota),
     };
     if (this.sources) body.sources = this.sources;
     if (this.sessionId !== undefined) body.session_id = this.sessionId;
+    if (this.finished.attempts.length > 0) body.attempts = this.finished.attempts;
     return body;
   }
 }
@@ -167,7 +168,13 @@ export class ChunkEncoder {
         this.sources = event.sources;
         return undefined;
       case 'done': {
+        // A fallback answered: the last chunks name the model that did.
+        if (event.model && event.model !== this.model) {
+          this.model = event.model;
+          this.prefix = `data: {"id":"${this.id}","object":"chat.completion.chunk","created":${this.created},"model":${JSON.stringify(this.model)},"choices":`;
+        }
         const extra: Record<string, unknown> = {};
+        if (event.attempts.length > 0) extra.attempts = event.attempts;
         if (this.quota) extra.quota = quotaField(this.quota);
         if (this.sources) extra.sources = this.sources;
         if (this.sessionId !== undefined) extra.session_id = this.sessionId;
