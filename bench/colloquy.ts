@@ -16,6 +16,8 @@ export interface ColloquyOptions {
   upstreamPort?: number;
   /** Extra config-file keys. */
   config?: Record<string, unknown>;
+  /** Models registered beside `mock-gpt` (with `upstreamPort`). */
+  extraModels?: Array<Record<string, unknown>>;
   /** Write a V8 CPU profile into this directory on exit (`--cpu-prof`). */
   profileDir?: string;
   /** Open the inspector on a loopback port so the bench can force a GC and read memory. */
@@ -57,6 +59,7 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
               api_key_env: 'BENCH_UPSTREAM_KEY',
               upstream_model: MOCK_MODEL_ID,
             },
+            ...(options.extraModels ?? []),
           ],
           default_model: MOCK_MODEL_ID,
         }
