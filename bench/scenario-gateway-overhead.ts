@@ -137,7 +137,10 @@ export const gatewayOverheadScenario: Scenario = {
       let fallbackDirect: LoadResult | undefined;
       let fallbackVia: LoadResult | undefined;
       for (let round = 0; round < 2; round += 1) {
-        fallbackDirect = better(fallbackDirect, await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate: 1000 }));
+        fallbackDirect = better(
+          fallbackDirect,
+          await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate: 1000 }),
+        );
         fallbackVia = better(fallbackVia, await runFixedRate({ ...deadPrimary, connections, durationSeconds: seconds, rate: 1000 }));
       }
       if (!fallbackDirect || !fallbackVia) throw new Error('the fallback rows did not run');
