@@ -76,7 +76,7 @@ describe('the dashboard pickers and overview in a browser', () => {
         plans: {
           free: { quota: 50, window_seconds: 86400 },
           pro: { quota: 2000, window_seconds: 86400 },
-          team: { quota: 300, window_seconds: 3600, max_parallel: 8 },
+          team: { quota: 300, window_seconds: 3600, max_parallel: 8, tokens: { quota: 50_000, window_seconds: 3600 } },
         },
       },
     });
@@ -287,6 +287,24 @@ describe('the dashboard pickers and overview in a browser', () => {
     await adminPage.getByRole('button', { name: 'Administration' }).click();
     await adminPage.getByRole('heading', { name: 'Create a user' }).waitFor();
     assert.equal(await adminPage.locator('#overview-view').isHidden(), true);
+  });
+
+  it('a plan with a token budget shows its tokens beside the requests, and a chat moves both', async () => {
+    const teamPage = await openPage();
+    await signIn(teamPage, 'user', teamKey);
+    await teamPage.locator('#quota-tokens').waitFor();
+    const before = await teamPage.locator('#quota-tokens-text').textContent();
+    assert.match(before ?? '', /^\d+ of 50000 tokens used, \d+ left$/);
+    const usedBefore = Number(/^(\d+)/.exec(before ?? '')?.[1]);
+    const reply = await server.post('/api/chat', { message: 'When are refunds paid?', rag: true }, { authorization: `Bearer ${teamKey}` });
+    const body = (await reply.json()) as { remaining_tokens: number };
+    assert.equal(typeof body.remaining_tokens, 'number');
+    await teamPage.locator('#quota-refresh').click();
+    await teamPage.locator('#quota-tokens-text', { hasText: `${50_000 - body.remaining_tokens} of 50000 tokens used` }).waitFor();
+    assert.ok(50_000 - body.remaining_tokens > usedBefore);
+    // A plan without a token budget shows no token bar.
+    assert.equal(await userPage.locator('#quota-tokens').isHidden(), true);
+    await teamPage.close();
   });
 
   it('ran without a script error or Content-Security-Policy violation', () => {

@@ -18,8 +18,10 @@ function slowCommits(counters: QuotaCounterStore): QuotaCounterStore {
   return {
     used: (subject, windowStart) => counters.used(subject, windowStart),
     giveBack: (subject, windowStart, cost) => counters.giveBack(subject, windowStart, cost),
-    async take(subject, windowStart, limit, cost) {
-      const taken = await counters.take(subject, windowStart, limit, cost);
+    adjustTokens: (subject, windowStart, delta) => counters.adjustTokens(subject, windowStart, delta),
+    tokensUsed: (subject, windowStart) => counters.tokensUsed(subject, windowStart),
+    async take(subject, windowStart, limit, cost, tokens) {
+      const taken = await counters.take(subject, windowStart, limit, cost, tokens);
       const durable = taken.durable.then(
         () =>
           new Promise<void>((resolve) =>

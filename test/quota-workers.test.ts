@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import { type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const ADMIN = 'workers-admin-token-0123456789';
@@ -24,11 +25,33 @@ describe('WORKERS=2: several processes on one data directory', () => {
   let dir: string;
   let base: string;
   const lines: LogLine[] = [];
+  let upstream: ReplayUpstream;
 
   before(async () => {
+    // An OpenAI-compatible upstream whose usage is exactly the request's token estimate (prompt
+    // characters / 4 plus max_tokens), so every settle is zero and only the reservations count.
+    upstream = await startUpstream((_request, response, recorded) => {
+      const prompt = Math.ceil(String(recorded.body.messages.at(-1).content).length / 4);
+      const usage = { prompt_tokens: prompt, completion_tokens: recorded.body.max_tokens, total_tokens: prompt + recorded.body.max_tokens };
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.end(
+        `data: {"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: {"choices":[],"usage":${JSON.stringify(usage)}}\n\ndata: [DONE]\n\n`,
+      );
+    });
     dir = mkdtempSync(join(tmpdir(), 'colloquy-workers-'));
     const configPath = join(dir, 'config.json');
-    writeFileSync(configPath, JSON.stringify({ plans: { free: { quota: 100, window_seconds: 86_400 } } }));
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        plans: {
+          free: { quota: 100, window_seconds: 86_400 },
+          metered: { quota: 10_000, window_seconds: 86_400, tokens: { quota: 5000, window_seconds: 86_400 } },
+        },
+        models: [{ id: 'metered-model', provider: 'openai', base_url: `${upstream.url}/v1` }],
+        default_model: 'builtin-extractive',
+        upstream: { retries: 0 },
+      }),
+    );
     // A minimal environment: no upstream keys from the developer's shell leak into the server.
     child = spawn(process.execPath, [CLI, 'serve'], {
       env: {
@@ -66,6 +89,7 @@ describe('WORKERS=2: several processes on one data directory', () => {
       assert.equal(await exited, 0, 'the primary and its workers stop cleanly on SIGTERM');
     }
     rmSync(dir, { recursive: true, force: true });
+    await upstream.close();
   });
 
   async function post(path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
@@ -92,6 +116,20 @@ describe('WORKERS=2: several processes on one data directory', () => {
     assert.equal(status.used, 100);
     const servedBy = new Set(lines.filter((line) => line.msg === 'request' && line.route === '/api/chat').map((line) => line.worker));
     assert.deepEqual([...servedBy].sort(), [1, 2], 'both workers served chat requests');
+  });
+
+  test('a token budget holds across both workers: 160 concurrent requests reserve exactly what fits', async () => {
+    assert.equal((await post('/api/admin/users', { user_id: 'metered', plan: 'metered' }, admin)).status, 201);
+    const { key } = (await (await post('/api/admin/users/metered/keys', {}, admin)).json()) as { key: string };
+    const headers = { authorization: `Bearer ${key}` };
+    // Each request reserves ceil(8 / 4) + 98 = 100 tokens of the 5,000: exactly 50 fit.
+    const body = { model: 'metered-model', message: 'tokens!!', max_tokens: 98 };
+    const responses = await Promise.all(Array.from({ length: 160 }, () => post('/api/chat/', body, headers)));
+    assert.equal(responses.filter((response) => response.status === 200).length, 50);
+    assert.equal(responses.filter((response) => response.status === 429).length, 110);
+    const status = (await (await fetch(`${base}/api/chat/quota/me`, { headers })).json()) as { used: number; tokens: { used: number } };
+    assert.equal(status.tokens.used, 5000);
+    assert.equal(status.used, 50, 'refused requests take no request unit either');
   });
 
   test('a key revoked through one worker is refused by every worker at once', async () => {

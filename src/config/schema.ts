@@ -16,7 +16,13 @@ const Url = v.pipe(v.string(), v.url());
 const PositiveInt = v.pipe(v.number(), v.integer(), v.minValue(1));
 const NonNegativeInt = v.pipe(v.number(), v.integer(), v.minValue(0));
 
-const PlanSchema = v.strictObject({ quota: NonNegativeInt, window_seconds: PositiveInt, max_parallel: v.optional(PositiveInt) });
+const PlanSchema = v.strictObject({
+  quota: NonNegativeInt,
+  window_seconds: PositiveInt,
+  max_parallel: v.optional(PositiveInt),
+  /** A token budget beside the request quota: prompt and answer tokens per window. */
+  tokens: v.optional(v.strictObject({ quota: NonNegativeInt, window_seconds: PositiveInt })),
+});
 
 const ModelSchema = v.strictObject({
   id: v.pipe(v.string(), v.minLength(1)),
@@ -93,6 +99,8 @@ export const ConfigFileSchema = v.strictObject({
   ),
   upstream_max_frame_bytes: v.optional(PositiveInt),
   max_answer_bytes: v.optional(PositiveInt),
+  /** The answer tokens a token budget reserves for a request that sets no max_tokens. */
+  default_max_tokens: v.optional(PositiveInt),
   health_probe_interval_ms: v.optional(PositiveInt),
   /** Origins (`https://app.example`) whose pages may call /api/* and /v1/* from a browser. */
   cors: v.optional(

@@ -5,6 +5,8 @@ export interface PlanConfig {
   window_seconds: number;
   /** Requests one caller of this plan may run at once, per node; unset: no limit. */
   max_parallel?: number | undefined;
+  /** A token budget per window beside the request quota; unset: no token budget. */
+  tokens?: { quota: number; window_seconds: number } | undefined;
 }
 
 /** A model as the rest of the code sees it: the upstream key already resolved. */
@@ -63,6 +65,8 @@ export interface Config {
   upstream: { connectTimeoutMs: number; firstByteTimeoutMs: number; idleTimeoutMs: number; retries: number; maxFrameBytes: number };
   /** Largest answer kept and sent, in bytes; past it the reply ends with finish_reason `length`. */
   maxAnswerBytes: number;
+  /** The answer tokens a token budget reserves for a request without max_tokens. */
+  defaultMaxTokens: number;
   /** Origins whose browser pages may call the API (CORS); empty: none. */
   corsOrigins: readonly string[];
   /** How often each upstream's reachability is probed in the background for /health. */

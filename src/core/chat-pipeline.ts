@@ -9,6 +9,8 @@ import { ApiError, ServerShutdown, toApiError } from '../errors.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
 import { buildConversation, conversationOf, hasEarlierTurns } from './conversation.js';
+import { estimateTokensFromChars } from '../providers/builtin.js';
+import { promptChars } from './chat-request.js';
 import { AnswerRecord, generate } from './generate.js';
 import { persistTurn } from './persist.js';
 import { gatherSources, NO_SOURCES, wantsSources } from './sources.js';
@@ -31,6 +33,9 @@ export class ChatPipeline {
       : [{ role: 'user', content: request.message, timestamp: new Date().toISOString() }];
     const answer = new AnswerRecord(request.session_id !== undefined);
     let settled = false;
+    // The token budget is settled exactly once: on the real usage, on what was produced, or refunded.
+    let tokensSettled = false;
+    const promptTokens = estimateTokensFromChars(promptChars(request, job.given));
 
     yield { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp };
     yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
@@ -52,6 +57,8 @@ export class ChatPipeline {
         await persistTurn(job, deps, newTurn, answer, { incomplete: generated.truncated });
       }
       settled = true;
+      tokensSettled = true;
+      const quota = await reservation.settle(generated.usage.input_tokens + generated.usage.output_tokens);
       yield {
         type: 'done',
         finishReason: generated.finishReason,
@@ -59,6 +66,7 @@ export class ChatPipeline {
         timestamp: new Date().toISOString(),
         model: generated.model,
         attempts: generated.attempts,
+        quota,
       };
     } catch (error) {
       // A client that left is not written to; a server shutting down tells the client it stops.
@@ -66,15 +74,28 @@ export class ChatPipeline {
       const apiError = toApiError(error);
       if (!(error instanceof ApiError)) deps.logger.error({ err: error, model: model.id }, 'chat pipeline failed');
       // Nothing was produced: the caller got nothing for their quota, so it goes back.
-      const quota = answer.produced ? undefined : await this.refund(job);
+      tokensSettled = true;
+      const quota = answer.produced ? await this.settleProduced(job, promptTokens, answer) : await this.refund(job);
       yield { type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) };
     } finally {
+      // A client that left pays for the prompt and what was produced (never less than the prompt).
+      if (!tokensSettled) await this.settleProduced(job, promptTokens, answer);
       // Reached on abort, on failure and when the consumer stopped reading (client gone).
       if (!settled && (answer.text.length > 0 || answer.toolCalls.length > 0)) {
         await persistTurn(job, deps, newTurn, answer, { incomplete: true }).catch((saveError: unknown) =>
           deps.logger.error({ err: saveError }, 'saving a partial turn failed'),
         );
       }
+    }
+  }
+
+  /** Settles the token budget on the prompt and the answer produced so far; a failure is logged, never thrown. */
+  private async settleProduced(job: ChatJob, promptTokens: number, answer: AnswerRecord): Promise<QuotaStamp | undefined> {
+    try {
+      return await job.reservation.settle(promptTokens + estimateTokensFromChars(answer.chars));
+    } catch (error) {
+      this.deps.logger.error({ err: error }, 'settling the token budget failed');
+      return undefined;
     }
   }
 

@@ -86,6 +86,14 @@ export const SearchChatRequestSchema = v.strictObject({ ...chatFields, max_resul
 /** A validated chat request (search fields included). */
 export type ChatRequest = v.InferOutput<typeof SearchChatRequestSchema>;
 
+/** The characters of the prompt a request sends (its messages as given); a token estimate divides them by four. */
+export function promptChars(request: ChatRequest, given: { messages: ReadonlyArray<{ content: string }> } | undefined): number {
+  if (given) return given.messages.reduce((sum, message) => sum + message.content.length, 0);
+  let chars = request.message.length + (request.system?.length ?? 0);
+  for (const turn of request.history ?? []) chars += turn.content.length;
+  return chars;
+}
+
 /** Validates a parsed body; throws invalid_request with one detail per failing field. */
 export function parseChatRequest(body: unknown, withSearch: boolean): ChatRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {

@@ -29,6 +29,8 @@ export interface QuotaStamp {
   reset: string;
   /** Seconds until reset, for the RateLimit-Reset header. */
   resetSeconds: number;
+  /** The token budget's standing, when the plan has one. */
+  tokens?: { limit: number; remaining: number; reset: string; resetSeconds: number };
 }
 
 /** An accepted quota decision: the units are taken; `refund` gives them back at most once. */
@@ -38,6 +40,12 @@ export interface QuotaReservation {
   durable: Promise<void>;
   /** Gives the cost back (the upstream failed before producing anything); resolves to the refunded stamp. */
   refund(): Promise<QuotaStamp>;
+  /**
+   * Settles the token estimate on what the request really used (prompt plus answer tokens): the
+   * difference is given back, or charged as debt. At most once; resolves to the settled stamp
+   * (the reserved one when the plan has no token budget).
+   */
+  settle(tokens: number): Promise<QuotaStamp>;
 }
 
 /** A source's snippet, from the knowledge base or a web engine, is at most this long (the model reads it; clients show it). */
@@ -108,7 +116,16 @@ export type ChatEvent =
   | { type: 'thinking'; text: string }
   | { type: 'delta'; text: string }
   | ({ type: 'tool_call' } & ToolCallFragment)
-  | { type: 'done'; finishReason: FinishReason; usage: Usage; timestamp: string; model: string; attempts: Attempt[] }
+  | {
+      type: 'done';
+      finishReason: FinishReason;
+      usage: Usage;
+      timestamp: string;
+      model: string;
+      attempts: Attempt[];
+      /** The quota after the token budget was settled on the real usage. */
+      quota: QuotaStamp;
+    }
   | { type: 'error'; code: ErrorCode; message: string; quota?: QuotaStamp };
 
 /** Compile-time proof that a switch over a union handled every case. */

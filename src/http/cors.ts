@@ -11,7 +11,8 @@ export interface CorsPolicy {
 
 const API_PATH = /^\/(?:api|v1)(?:\/|$)/;
 const ALLOWED_HEADERS = 'authorization, content-type, last-event-id, accept';
-const EXPOSED_HEADERS = 'RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, X-Request-Id, WWW-Authenticate';
+const EXPOSED_HEADERS =
+  'RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, RateLimit, Retry-After, X-Request-Id, WWW-Authenticate';
 /** How long a browser may reuse a preflight answer. */
 const PREFLIGHT_MAX_AGE_S = '600';
 

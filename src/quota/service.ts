@@ -53,32 +53,87 @@ export function createQuotaService(
     resetSeconds: Math.max(1, Math.ceil((end - now) / 1000)),
   });
 
+  const tokenStamp = (limit: number, used: number, end: number, now: number): QuotaStamp['tokens'] => ({
+    limit,
+    remaining: Math.max(0, limit - used),
+    reset: new Date(end).toISOString(),
+    resetSeconds: Math.max(1, Math.ceil((end - now) / 1000)),
+  });
+
+  const tokenStatus = (subjectId: string, budget: { quota: number; window_seconds: number }, now: number) => {
+    const tokenWindow = windowOf({ quota: budget.quota, window_seconds: budget.window_seconds }, now);
+    const used = counters.tokensUsed(subjectId, tokenWindow.start);
+    return {
+      limit: budget.quota,
+      used,
+      remaining: Math.max(0, budget.quota - used),
+      reset: new Date(tokenWindow.end).toISOString(),
+      window_seconds: budget.window_seconds,
+    };
+  };
+
   return {
     plan,
 
-    async reserve(caller: Caller, operation: Operation): Promise<QuotaReservation> {
+    async reserve(caller: Caller, operation: Operation, tokenEstimate?: number): Promise<QuotaReservation> {
       const { name, config: planConfig } = plan(caller.plan);
       const cost = config.costs[operation];
       const now = clock();
       const window = windowOf(planConfig, now);
-      const taken = await counters.take(caller.id, window.start, planConfig.quota, cost);
-      const result = stamp(name, planConfig.quota, taken.used, window.end, now);
+      // The token budget counts only operations that send tokens to a model (chat and search).
+      const budget = planConfig.tokens && tokenEstimate !== undefined ? planConfig.tokens : undefined;
+      const tokenWindow = budget ? windowOf({ quota: budget.quota, window_seconds: budget.window_seconds }, now) : undefined;
+      const estimate = Math.max(0, Math.ceil(tokenEstimate ?? 0));
+      const taken = await counters.take(
+        caller.id,
+        window.start,
+        planConfig.quota,
+        cost,
+        budget && tokenWindow ? { windowStart: tokenWindow.start, limit: budget.quota, cost: estimate } : undefined,
+      );
+      const withTokens = (base: QuotaStamp, tokensUsed: number | undefined, at: number): QuotaStamp =>
+        budget && tokenWindow && tokensUsed !== undefined
+          ? { ...base, tokens: tokenStamp(budget.quota, tokensUsed, tokenWindow.end, at) }
+          : base;
+      const result = withTokens(stamp(name, planConfig.quota, taken.used, window.end, now), taken.tokensUsed, now);
       if (!taken.ok) {
-        const message =
-          cost > planConfig.quota
-            ? `This ${operation} request costs ${cost}, more than the ${planConfig.quota} the "${name}" plan allows per window.`
-            : `The "${name}" plan quota is used up (${operation} costs ${cost}, ${result.remaining} left); it resets at ${result.reset}.`;
-        throw new QuotaExceeded(message, result);
+        let message: string;
+        if (taken.refusedBy === 'tokens' && budget && result.tokens) {
+          message =
+            estimate > budget.quota
+              ? `This request may use ${estimate} tokens (its prompt and max_tokens), more than the ${budget.quota} tokens the "${name}" plan allows per window.`
+              : `The "${name}" plan's token budget cannot cover this request (it may use ${estimate} tokens, ${result.tokens.remaining} left); it resets at ${result.tokens.reset}. A smaller max_tokens may fit.`;
+        } else {
+          message =
+            cost > planConfig.quota
+              ? `This ${operation} request costs ${cost}, more than the ${planConfig.quota} the "${name}" plan allows per window.`
+              : `The "${name}" plan quota is used up (${operation} costs ${cost}, ${result.remaining} left); it resets at ${result.reset}.`;
+        }
+        // Retry-After and the RateLimit headers follow the dimension that refused.
+        const refusal = taken.refusedBy === 'tokens' && result.tokens ? { ...result, resetSeconds: result.tokens.resetSeconds } : result;
+        throw new QuotaExceeded(message, refusal);
       }
       let refunded: Promise<QuotaStamp> | undefined;
+      let settled: Promise<QuotaStamp> | undefined;
       return {
         stamp: result,
         durable: taken.durable,
         refund: () => {
-          refunded ??= counters
-            .giveBack(caller.id, window.start, cost)
-            .then((used) => (used === undefined ? result : stamp(name, planConfig.quota, used, window.end, clock())));
+          refunded ??= (async () => {
+            const used = await counters.giveBack(caller.id, window.start, cost);
+            const tokensUsed = tokenWindow && !settled ? await counters.adjustTokens(caller.id, tokenWindow.start, -estimate) : undefined;
+            if (used === undefined) return result;
+            return withTokens(stamp(name, planConfig.quota, used, window.end, clock()), tokensUsed, clock());
+          })();
           return refunded;
+        },
+        settle: (tokens: number) => {
+          settled ??= (async () => {
+            if (!tokenWindow || refunded) return result;
+            const tokensUsed = await counters.adjustTokens(caller.id, tokenWindow.start, Math.max(0, Math.ceil(tokens)) - estimate);
+            return withTokens(result, tokensUsed, clock());
+          })();
+          return settled;
         },
       };
     },
@@ -95,6 +150,7 @@ export function createQuotaService(
         remaining: planConfig.quota - used,
         reset: new Date(window.end).toISOString(),
         window_seconds: planConfig.window_seconds,
+        ...(planConfig.tokens ? { tokens: tokenStatus(subject.id, planConfig.tokens, now) } : {}),
       };
     },
   };

@@ -6,7 +6,8 @@
  */
 import type { Credentials } from '../auth/types.js';
 import type { ChatJob, ChatKind } from '../core/chat-job.js';
-import { type ChatRequest, parseChatRequest } from '../core/chat-request.js';
+import { type ChatRequest, parseChatRequest, promptChars } from '../core/chat-request.js';
+import { estimateTokensFromChars } from '../providers/builtin.js';
 import type { ModelConfig } from '../config/index.js';
 import type { ChatProvider } from '../providers/types.js';
 import type { Caller, Operation, QuotaReservation } from '../domain/types.js';
@@ -36,9 +37,14 @@ export function requireAdmin(services: Services, context: HttpContext): Promise<
 }
 
 /** Takes the operation's cost; a refusal is a 429 with the RateLimit headers and Retry-After. */
-export async function reserveQuota(services: Services, caller: Caller, operation: Operation): Promise<QuotaReservation> {
+export async function reserveQuota(
+  services: Services,
+  caller: Caller,
+  operation: Operation,
+  tokenEstimate?: number,
+): Promise<QuotaReservation> {
   try {
-    const reservation = await services.quota.reserve(caller, operation);
+    const reservation = await services.quota.reserve(caller, operation, tokenEstimate);
     services.metrics.quotaUnits.inc({ plan: reservation.stamp.plan }, services.config.costs[operation]);
     return reservation;
   } catch (error) {
@@ -123,7 +129,10 @@ export async function admitChat(
     }
     const { model, provider } = registry.resolve(request.model);
     input.checkModel?.(model, provider);
-    const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat');
+    // A token budget reserves the prompt and the answer's room before any upstream work.
+    const tokenEstimate =
+      estimateTokensFromChars(promptChars(request, input.given)) + (request.max_tokens ?? services.config.defaultMaxTokens);
+    const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat', tokenEstimate);
     const fallbacks = registry.fallbacksOf(model);
     const job: ChatJob = { kind, caller, request, model, provider, reservation, ...(fallbacks.length > 0 ? { fallbacks } : {}) };
     return {

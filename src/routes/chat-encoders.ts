@@ -11,6 +11,8 @@ export interface ChatResponseBody {
   model: string;
   plan: string;
   remaining: number;
+  /** Tokens left in the plan's token budget after this request was settled (plans with tokens only). */
+  remaining_tokens?: number;
   reset: string;
   timestamp: string;
   session_id?: string;
@@ -30,6 +32,7 @@ export class ChatResultCollector {
   private plan = '';
   private remaining = 0;
   private reset = '';
+  private remainingTokens: number | undefined;
   private response = '';
   private thinking = '';
   private sources: Source[] | undefined;
@@ -46,6 +49,7 @@ export class ChatResultCollector {
         this.plan = event.quota.plan;
         this.remaining = event.quota.remaining;
         this.reset = event.quota.reset;
+        this.remainingTokens = event.quota.tokens?.remaining;
         break;
       case 'sources':
         this.sources = event.sources;
@@ -60,6 +64,7 @@ export class ChatResultCollector {
         this.response += event.text;
         break;
       case 'done':
+        if (event.quota.tokens) this.remainingTokens = event.quota.tokens.remaining;
         this.finished = {
           finishReason: event.finishReason,
           usage: event.usage,
@@ -88,6 +93,7 @@ export class ChatResultCollector {
       model: this.finished.model || this.model,
       plan: this.plan,
       remaining: this.remaining,
+      ...(this.remainingTokens !== undefined ? { remaining_tokens: this.remainingTokens } : {}),
       reset: this.reset,
       timestamp: this.finished.timestamp,
       finish_reason: this.finished.finishReason,
@@ -119,6 +125,7 @@ export class SseEncoder {
           ...(event.sessionId !== undefined ? { session_id: event.sessionId } : {}),
           plan: event.quota.plan,
           remaining: event.quota.remaining,
+          ...(event.quota.tokens ? { remaining_tokens: event.quota.tokens.remaining } : {}),
           reset: event.quota.reset,
         });
       case 'search':
@@ -137,6 +144,7 @@ export class SseEncoder {
           timestamp: event.timestamp,
           model: event.model,
           ...(event.attempts.length > 0 ? { attempts: event.attempts } : {}),
+          ...(event.quota.tokens ? { remaining_tokens: event.quota.tokens.remaining } : {}),
         });
       case 'error':
         return sse('error', { error: { code: event.code, message: event.message } });

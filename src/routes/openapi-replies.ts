@@ -33,7 +33,7 @@ export const OpenAiErrorReply = v.object({
   }),
 });
 
-const QuotaFields = { plan: Str, remaining: Int, reset: Timestamp };
+const QuotaFields = { plan: Str, remaining: Int, remaining_tokens: v.optional(Int), reset: Timestamp };
 const Usage = v.object({ input_tokens: Int, output_tokens: Int });
 const FinishReason = v.picklist(['stop', 'length', 'error', 'tool_calls']);
 const Source = v.object({
@@ -69,7 +69,14 @@ export const ChatSseEvents = {
   sources: v.object({ sources: v.array(Source), search: v.optional(SearchSummary) }),
   thinking: v.object({ text: Str }),
   delta: v.object({ text: Str }),
-  done: v.object({ finish_reason: FinishReason, usage: Usage, timestamp: Timestamp, model: Str, attempts: v.optional(Attempts) }),
+  done: v.object({
+    finish_reason: FinishReason,
+    usage: Usage,
+    timestamp: Timestamp,
+    model: Str,
+    attempts: v.optional(Attempts),
+    remaining_tokens: v.optional(Int),
+  }),
   error: v.object({ error: v.object({ code: v.picklist(CODES), message: Str }) }),
 };
 
@@ -158,6 +165,7 @@ export const QuotaReply = v.object({
   remaining: Int,
   reset: Timestamp,
   window_seconds: Int,
+  tokens: v.optional(v.object({ limit: Int, used: Int, remaining: Int, reset: Timestamp, window_seconds: Int })),
 });
 
 const SessionMessage = v.object({

@@ -22,8 +22,13 @@ function openAiUsage(usage: Usage): { prompt_tokens: number; completion_tokens: 
   };
 }
 
-function quotaField(stamp: QuotaStamp): { plan: string; remaining: number; reset: string } {
-  return { plan: stamp.plan, remaining: stamp.remaining, reset: stamp.reset };
+function quotaField(stamp: QuotaStamp): { plan: string; remaining: number; remaining_tokens?: number; reset: string } {
+  return {
+    plan: stamp.plan,
+    remaining: stamp.remaining,
+    ...(stamp.tokens ? { remaining_tokens: stamp.tokens.remaining } : {}),
+    reset: stamp.reset,
+  };
 }
 
 /** A completion id in OpenAI's form (`chatcmpl-` and 24 random hex characters). */
@@ -81,6 +86,8 @@ export class CompletionCollector {
       }
       case 'done':
         this.finished = { finishReason: event.finishReason, usage: event.usage, model: event.model, attempts: event.attempts };
+        // The settled stamp (token budget) replaces the reserved one.
+        this.quota = event.quota;
         break;
       case 'error':
         this.failed = true;
@@ -175,7 +182,7 @@ export class ChunkEncoder {
         }
         const extra: Record<string, unknown> = {};
         if (event.attempts.length > 0) extra.attempts = event.attempts;
-        if (this.quota) extra.quota = quotaField(this.quota);
+        extra.quota = quotaField(event.quota);
         if (this.sources) extra.sources = this.sources;
         if (this.sessionId !== undefined) extra.session_id = this.sessionId;
         let frames = this.chunk({}, openAiFinishReason(event.finishReason), extra);

@@ -1,18 +1,24 @@
 /**
- * Quota counters in LMDB: sub-database `quota`, subject → {window_start, used}. A counter whose
- * window_start is older than the current window counts as zero, so windows roll over without any
- * sweeping job.
+ * Quota counters in LMDB: sub-database `quota`, subject → {window_start, used} plus, for plans
+ * with a token budget, {tokens_window_start, tokens_used}. A counter whose window start is older
+ * than the current window counts as zero, so windows roll over without any sweeping job.
  */
 import type { Database } from 'lmdb';
-import type { CounterTake, QuotaCounterStore } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
+import type { CounterTake, QuotaCounterStore, TokenTake } from './types.js';
 
 interface Counter {
   window_start: number;
   used: number;
+  tokens_window_start?: number;
+  tokens_used?: number;
 }
 
 const noop = (): void => undefined;
+
+function tokensIn(counter: Counter | undefined, windowStart: number): number {
+  return counter !== undefined && counter.tokens_window_start === windowStart ? (counter.tokens_used ?? 0) : 0;
+}
 
 /** The LMDB-backed quota counters. */
 export class LmdbQuotaCounters implements QuotaCounterStore {
@@ -22,22 +28,38 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
     this.db = storage.database<Counter, string>('quota');
   }
 
-  take(subject: string, windowStart: number, limit: number, cost: number): Promise<CounterTake> {
+  take(subject: string, windowStart: number, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake> {
     // The read happens inside the write transaction: LMDB holds its single writer lock (shared by
     // every process on the environment) from this read to the commit, so no other take interleaves.
     // The decision is handed out as soon as the transaction body ran, with `durable` resolving
     // after the commit reached the disk: the caller starts upstream work during the fsync and
     // sends nothing before it, so an acknowledged take is never lost.
     return new Promise<CounterTake>((resolve, reject) => {
-      const decision = { ok: false, used: 0, durable: Promise.resolve() };
+      const decision: CounterTake = { ok: false, used: 0, durable: Promise.resolve() };
       let decided = false;
       decision.durable = this.db
         .transaction(() => {
           const current = this.db.get(subject);
           const used = current !== undefined && current.window_start === windowStart ? current.used : 0;
-          decision.ok = used + cost <= limit;
+          const requestsFit = used + cost <= limit;
+          const tokensUsed = tokens ? tokensIn(current, tokens.windowStart) : 0;
+          // A token debt (used past the limit by an earlier settle) refuses until the window resets.
+          const tokensFit = !tokens || tokensUsed + tokens.cost <= tokens.limit;
+          decision.ok = requestsFit && tokensFit;
           decision.used = decision.ok ? used + cost : used;
-          if (decision.ok && cost > 0) this.db.put(subject, { window_start: windowStart, used: decision.used });
+          if (tokens) decision.tokensUsed = decision.ok ? tokensUsed + tokens.cost : tokensUsed;
+          if (!decision.ok) decision.refusedBy = requestsFit ? 'tokens' : 'requests';
+          if (decision.ok && (cost > 0 || (tokens && tokens.cost > 0))) {
+            const next: Counter = { window_start: windowStart, used: decision.used };
+            if (tokens) {
+              next.tokens_window_start = tokens.windowStart;
+              next.tokens_used = decision.tokensUsed ?? 0;
+            } else if (current?.tokens_window_start !== undefined) {
+              next.tokens_window_start = current.tokens_window_start;
+              next.tokens_used = current.tokens_used ?? 0;
+            }
+            this.db.put(subject, next);
+          }
           decided = true;
           // lmdb-js runs this body in its write batch, after `durable` was assigned; a waiter resumes later still.
           resolve(decision);
@@ -54,13 +76,27 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
       const current = this.db.get(subject);
       if (current === undefined || current.window_start !== windowStart) return undefined;
       const used = Math.max(0, current.used - Math.max(0, cost));
-      if (used !== current.used) this.db.put(subject, { window_start: windowStart, used });
+      if (used !== current.used) this.db.put(subject, { ...current, used });
       return used;
+    });
+  }
+
+  adjustTokens(subject: string, windowStart: number, delta: number): Promise<number | undefined> {
+    return this.db.transaction(() => {
+      const current = this.db.get(subject);
+      if (current === undefined || current.tokens_window_start !== windowStart) return undefined;
+      const tokensUsed = Math.max(0, (current.tokens_used ?? 0) + delta);
+      if (tokensUsed !== current.tokens_used) this.db.put(subject, { ...current, tokens_used: tokensUsed });
+      return tokensUsed;
     });
   }
 
   used(subject: string, windowStart: number): number {
     const current = this.db.get(subject);
     return current !== undefined && current.window_start === windowStart ? current.used : 0;
+  }
+
+  tokensUsed(subject: string, windowStart: number): number {
+    return tokensIn(this.db.get(subject), windowStart);
   }
 }

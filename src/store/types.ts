@@ -128,6 +128,10 @@ export interface CounterTake {
   ok: boolean;
   /** Units used in the window after the take (or at refusal). */
   used: number;
+  /** Tokens used in the token window after the take (or at refusal), with a token take. */
+  tokensUsed?: number;
+  /** At a refusal: the dimension that did not fit. */
+  refusedBy?: 'requests' | 'tokens';
   /**
    * Resolves once the take is durable on disk. The decision is known before that, so upstream work
    * may start at once; nothing may be sent to the client before this resolves.
@@ -139,9 +143,27 @@ export interface CounterTake {
  * Fixed-window counters in storage. Each call is one write transaction that reads the counter
  * inside it, so concurrent callers and other processes on the same environment cannot overspend.
  */
+/** The token dimension of a take: its own window, limit and cost (an estimate, settled later). */
+export interface TokenTake {
+  windowStart: number;
+  limit: number;
+  cost: number;
+}
+
 export interface QuotaCounterStore {
-  /** Adds `cost` to the subject's window unless that would pass `limit`. */
-  take(subject: string, windowStart: number, limit: number, cost: number): Promise<CounterTake>;
+  /**
+   * Adds `cost` to the subject's window unless that would pass `limit`; with `tokens`, adds the
+   * token estimate too in the same transaction, and takes neither unless both fit.
+   */
+  take(subject: string, windowStart: number, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake>;
+  /**
+   * Moves the subject's token count by `delta` (a settle: negative gives back, positive is charged
+   * even past the limit, as debt the next requests pay first), only in the same token window;
+   * the tokens used after it (undefined: the window moved on). Never below zero.
+   */
+  adjustTokens(subject: string, windowStart: number, delta: number): Promise<number | undefined>;
+  /** Tokens used in the given token window. */
+  tokensUsed(subject: string, windowStart: number): number;
   /** Gives `cost` back, only if the subject is still in the same window; units used after it (undefined: the window moved on). */
   giveBack(subject: string, windowStart: number, cost: number): Promise<number | undefined>;
   /** Units used in the given window (0 when the stored counter belongs to an older one). */
