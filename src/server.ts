@@ -19,6 +19,8 @@ import { recordUpstreamCalls } from './upstream/observer.js';
 import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
+import { LmdbUsageStore } from './store/lmdb-usage.js';
+import { UsageLog } from './quota/usage.js';
 import type { QuotaCounterStore } from './store/types.js';
 import { isV1Path, openAiErrorBody } from './routes/v1-errors.js';
 
@@ -88,6 +90,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
           : config.plans[caller.plan]?.max_parallel,
     ),
     streams: new StreamSlots(config.maxStreams),
+    usage: new UsageLog(new LmdbUsageStore(storage), { retentionDays: config.usageRetentionDays, logger, clock: options.clock }),
     lifecycle: { draining: false },
     startedAt: performance.now(),
   };
@@ -146,6 +149,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     throw error;
   }
   reachability.start();
+  services.usage.startSweeping();
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   logger.info({ host: config.host, port, version: config.version }, 'listening');
 
@@ -159,6 +163,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
         services.lifecycle.draining = true;
         await http.close(config.shutdownGraceMs);
         await reachability.stop();
+        services.usage.stop();
         await upstream.close();
         knowledge.close();
         await storage.close();

@@ -9,6 +9,7 @@ import type { Authenticator } from './auth/types.js';
 import type { ImageProvider } from './images/types.js';
 import type { ParallelLimiter, StreamSlots } from './quota/parallel.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
+import type { UsageLog } from './quota/usage.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
@@ -46,6 +47,8 @@ export interface Services {
   parallel: ParallelLimiter;
   /** Open streams on this node (`max_streams`). */
   streams: StreamSlots;
+  /** The usage history: one record per quota-counted request (GET /api/usage). */
+  usage: UsageLog;
   /** Set when shutdown began: /health then answers 503 `draining`. */
   lifecycle: { draining: boolean };
   /** performance.now() at start, for uptime. */

@@ -289,6 +289,19 @@ describe('the dashboard pickers and overview in a browser', () => {
     assert.equal(await adminPage.locator('#overview-view').isHidden(), true);
   });
 
+  it('the usage card charts the last 30 days from GET /api/usage and follows the playground', async () => {
+    const usage = (await (await server.fetch('/api/usage', { headers: { authorization: `Bearer ${userKey}` } })).json()) as any;
+    assert.ok(usage.total.requests >= 1);
+    await userPage.locator('#usage-refresh').click();
+    const tokens = usage.total.input_tokens + usage.total.output_tokens;
+    await userPage
+      .locator('#usage-total', {
+        hasText: `${usage.total.requests} requests, ${tokens} tokens (${usage.total.input_tokens} in, ${usage.total.output_tokens} out), 0 failed`,
+      })
+      .waitFor();
+    await userPage.locator('#usage-chart canvas').waitFor();
+  });
+
   it('a plan with a token budget shows its tokens beside the requests, and a chat moves both', async () => {
     const teamPage = await openPage();
     await signIn(teamPage, 'user', teamKey);

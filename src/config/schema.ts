@@ -101,6 +101,8 @@ export const ConfigFileSchema = v.strictObject({
   max_answer_bytes: v.optional(PositiveInt),
   /** The answer tokens a token budget reserves for a request that sets no max_tokens. */
   default_max_tokens: v.optional(PositiveInt),
+  /** How long the usage history (GET /api/usage) keeps each record. */
+  usage_retention_days: v.optional(PositiveInt),
   health_probe_interval_ms: v.optional(PositiveInt),
   /** Origins (`https://app.example`) whose pages may call /api/* and /v1/* from a browser. */
   cors: v.optional(

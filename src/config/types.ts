@@ -67,6 +67,8 @@ export interface Config {
   maxAnswerBytes: number;
   /** The answer tokens a token budget reserves for a request without max_tokens. */
   defaultMaxTokens: number;
+  /** Days the usage history keeps each record. */
+  usageRetentionDays: number;
   /** Origins whose browser pages may call the API (CORS); empty: none. */
   corsOrigins: readonly string[];
   /** How often each upstream's reachability is probed in the background for /health. */

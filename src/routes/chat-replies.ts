@@ -6,7 +6,9 @@
 import { ChatPipeline } from '../core/chat-pipeline.js';
 import { wantsSearch } from '../core/sources.js';
 import type { ChatEvent } from '../domain/types.js';
-import { ApiError } from '../errors.js';
+import { promptChars } from '../core/chat-request.js';
+import { ApiError, toApiError } from '../errors.js';
+import { estimateTokensFromChars } from '../providers/builtin.js';
 import type { HttpContext } from '../http/types.js';
 import type { Services } from '../services.js';
 import type { AdmittedChat } from './admit.js';
@@ -55,30 +57,44 @@ export class ChatReplies {
     });
   }
 
-  private observed(admitted: AdmittedChat, signal: AbortSignal) {
+  private observed(admitted: AdmittedChat, context: HttpContext) {
+    const { job } = admitted;
     return {
-      events: this.pipeline.run(admitted.job, signal),
-      observer: new ChatObserver(this.services.metrics, admitted.job.provider.name, admitted.acceptedAt),
+      events: this.pipeline.run(job, context.signal),
+      observer: new ChatObserver(this.services.metrics, job.provider.name, admitted.acceptedAt, {
+        log: this.services.usage,
+        caller: job.caller,
+        route: context.request.route,
+        model: job.model.id,
+        promptTokens: estimateTokensFromChars(promptChars(job.request, job.given)),
+      }),
     };
   }
 
   /** Collects the whole reply and answers with one JSON body (or the error that ended it). */
   async json(context: HttpContext, admitted: AdmittedChat, collector: ChatCollector): Promise<void> {
-    const { events, observer } = this.observed(admitted, context.signal);
-    for await (const event of events) {
-      observer.see(event);
-      collector.add(event);
-      if (event.type === 'error') {
-        if (context.signal.aborted) return;
-        throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+    const { events, observer } = this.observed(admitted, context);
+    try {
+      for await (const event of events) {
+        observer.see(event);
+        collector.add(event);
+        if (event.type === 'error') {
+          if (context.signal.aborted) return;
+          throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+        }
       }
+      if (context.signal.aborted) return;
+      const body = collector.body();
+      if (!body) throw new ApiError('internal', 'The reply ended without finishing.', { headers: admitted.headers });
+      // The 200 is the acknowledgement: it waits for the quota take to be on disk.
+      await admitted.job.reservation.durable;
+      context.json(200, body, admitted.headers);
+    } catch (error) {
+      observer.fail(toApiError(error).status);
+      throw error;
+    } finally {
+      observer.finish();
     }
-    if (context.signal.aborted) return;
-    const body = collector.body();
-    if (!body) throw new ApiError('internal', 'The reply ended without finishing.', { headers: admitted.headers });
-    // The 200 is the acknowledgement: it waits for the quota take to be on disk.
-    await admitted.job.reservation.durable;
-    context.json(200, body, admitted.headers);
   }
 
   /**
@@ -86,7 +102,25 @@ export class ChatReplies {
    * With `untilSources`, a failed search is still an ordinary JSON error (see runPrelude).
    */
   async stream(context: HttpContext, admitted: AdmittedChat, framing: StreamFraming, options: { untilSources: boolean }): Promise<void> {
-    const { events, observer } = this.observed(admitted, context.signal);
+    const { events, observer } = this.observed(admitted, context);
+    try {
+      await this.streamObserved(context, admitted, framing, options, events, observer);
+    } catch (error) {
+      observer.fail(toApiError(error).status);
+      throw error;
+    } finally {
+      observer.finish();
+    }
+  }
+
+  private async streamObserved(
+    context: HttpContext,
+    admitted: AdmittedChat,
+    framing: StreamFraming,
+    options: { untilSources: boolean },
+    events: AsyncGenerator<ChatEvent>,
+    observer: ChatObserver,
+  ): Promise<void> {
     const prelude = await runPrelude(events, admitted, options);
     if (context.signal.aborted) return;
     const { metrics } = this.services;

@@ -163,7 +163,9 @@ export function imageRoutes(services: Services): Route[] {
         const started = performance.now();
         const ndjson = wantsNdjson(context.request.headers.accept);
         // Quota is taken only for a valid request, and before any upstream work starts.
-        const { request, reservation, release } = await admitImage(services, context, { stream: ndjson });
+        const { caller, request, reservation, release } = await admitImage(services, context, { stream: ndjson });
+        // The usage record: 200 once images went out, the error's status otherwise, 499 when the client left.
+        let status = 499;
         try {
           if (context.signal.aborted) {
             // The client left while the quota was being taken: nothing will be produced for it.
@@ -174,6 +176,7 @@ export function imageRoutes(services: Services): Route[] {
             // The stream's first line is an acknowledgement: it waits for the quota take to be on disk.
             await reservation.durable;
             await streamImages(services, context, request, reservation.stamp, async () => void (await reservation.refund()), started);
+            if (!context.signal.aborted) status = 200;
             return;
           }
           let images: GeneratedImage[];
@@ -190,8 +193,20 @@ export function imageRoutes(services: Services): Route[] {
           }
           await reservation.durable;
           context.json(200, replyBody(services, images, reservation.stamp), rateLimitHeaders(reservation.stamp));
+          status = 200;
+        } catch (error) {
+          status = toApiError(error).status;
+          throw error;
         } finally {
           release();
+          services.usage.record({
+            caller,
+            route: context.request.route,
+            model: services.images.model,
+            inputTokens: 0,
+            outputTokens: 0,
+            status,
+          });
         }
       },
     },

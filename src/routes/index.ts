@@ -14,6 +14,7 @@ import { metricsRoutes } from './metrics.js';
 import { quotaRoutes } from './quota.js';
 import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
+import { usageRoutes } from './usage.js';
 import { v1Routes } from './v1.js';
 
 export function buildRoutes(services: Services): Route[] {
@@ -29,6 +30,7 @@ export function buildRoutes(services: Services): Route[] {
     ...imageRoutes(services),
     ...sessionRoutes(services),
     ...quotaRoutes(services),
+    ...usageRoutes(services),
     ...keyRoutes(services),
     ...adminRoutes(services),
     ...ragRoutes(services),

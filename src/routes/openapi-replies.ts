@@ -176,6 +176,18 @@ const SessionMessage = v.object({
   tool_calls: v.optional(v.array(v.object({ id: Str, type: v.literal('function'), function: v.object({ name: Str, arguments: Str }) }))),
   tool_call_id: v.optional(Str),
 });
+const UsageTotals = { requests: Int, input_tokens: Int, output_tokens: Int, errors: Int };
+/** GET /api/usage. */
+export const UsageReply = v.object({
+  user_id: Nullable(Str),
+  from: Timestamp,
+  to: Timestamp,
+  group_by: v.picklist(['day', 'model', 'key']),
+  total: v.object(UsageTotals),
+  groups: v.array(v.object({ key: Str, ...UsageTotals })),
+  truncated: v.optional(v.literal(true)),
+});
+
 /** GET /api/chat/session/{id}. */
 export const SessionReply = v.object({
   session_id: Str,

@@ -362,6 +362,20 @@ function operations(planNames: string[]): Record<string, Operation> {
       replies: [json(replies.QuotaReply)],
       examples: [{ name: 'quota' }],
     },
+    'GET /api/usage': {
+      summary: 'Your usage totals over a period (the admin: anyone’s with user_id, or everyone’s)',
+      tag: 'Quota',
+      access: 'caller',
+      query: [
+        { name: 'from', description: 'Start (a date or ISO 8601 time; default 30 days before `to`).', schema: { type: 'string' } },
+        { name: 'to', description: 'End, exclusive (a date counts whole; default now).', schema: { type: 'string' } },
+        { name: 'group_by', description: '`day` (default), `model` or `key`.', schema: { type: 'string', enum: ['day', 'model', 'key'] } },
+        { name: 'user_id', description: 'Whose usage (the admin only; leave out for everyone).', schema: { type: 'string' } },
+      ],
+      status: 200,
+      replies: [json(replies.UsageReply)],
+      examples: [{ name: 'by day' }, { name: 'by model', query: { group_by: 'model' } }],
+    },
     'POST /v1/chat/completions': {
       summary: 'OpenAI-compatible chat completion (stream: true for chat.completion.chunk events)',
       description: 'Errors under /v1 use OpenAI’s shape. Extension fields: session_id, rag, web_search, language.',

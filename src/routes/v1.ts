@@ -5,7 +5,7 @@
  */
 import * as v from 'valibot';
 import type { ModelConfig } from '../config/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError, toApiError } from '../errors.js';
 import type { HttpContext, Route } from '../http/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ChatProvider } from '../providers/types.js';
@@ -158,12 +158,28 @@ export function v1Routes(services: Services, registry: ProviderRegistry, replies
         result = await embedder.embedRaw(inputs, body.dimensions != null ? { dimensions: body.dimensions } : {}, context.signal);
       } catch (error) {
         const stamp = await reservation.refund();
+        services.usage.record({
+          caller,
+          route: context.request.route,
+          model: embedder.model,
+          inputTokens: 0,
+          outputTokens: 0,
+          status: toApiError(error).status,
+        });
         if (error instanceof ApiError) throw new ApiError(error.code, error.message, { headers: rateLimitHeaders(stamp) });
         throw error;
       }
       await reservation.durable;
       const base64 = body.encoding_format === 'base64';
       const promptTokens = result.promptTokens ?? inputs.reduce((sum, text) => sum + Math.ceil(text.length / 4), 0);
+      services.usage.record({
+        caller,
+        route: context.request.route,
+        model: embedder.model,
+        inputTokens: promptTokens,
+        outputTokens: 0,
+        status: 200,
+      });
       context.json(
         200,
         {

@@ -10,6 +10,7 @@ import { forget, remember, showPage, showView, signIn, signOut } from './signin.
 import { loadQuota } from './quota-view.js';
 import { createKey } from './keys-view.js';
 import { loadSessions } from './sessions-view.js';
+import { loadUsage } from './usage-view.js';
 import { sendMessage } from './playground-view.js';
 import { bindPlaygroundOptions } from './playground-options.js';
 import { bindAdminForms } from './admin-view.js';
@@ -49,6 +50,7 @@ function bindUserView() {
   $('quota-refresh').addEventListener('click', (event) => busy(event.currentTarget, loadQuota));
   $('key-create').addEventListener('click', (event) => createKey(event.currentTarget));
   $('sessions-refresh').addEventListener('click', (event) => busy(event.currentTarget, loadSessions));
+  $('usage-refresh').addEventListener('click', (event) => busy(event.currentTarget, loadUsage));
   $('playground-form').addEventListener('submit', (event) => {
     event.preventDefault();
     sendMessage();

@@ -6,6 +6,7 @@ import { authHeaders, busy, parseResponse } from './api.js';
 import { element, validForm } from './dom.js';
 import { playgroundFields } from './playground-options.js';
 import { applyStamp, loadQuota } from './quota-view.js';
+import { loadUsage } from './usage-view.js';
 import { loadSessions } from './sessions-view.js';
 import { readSseStream } from './sse.js';
 
@@ -131,6 +132,6 @@ export async function sendMessage() {
     setStreaming(false);
   }
   if (state.role === 'user') {
-    await busy(null, () => Promise.all([loadQuota(), loadSessions()]));
+    await busy(null, () => Promise.all([loadQuota(), loadSessions(), loadUsage()]));
   }
 }

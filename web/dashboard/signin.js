@@ -7,6 +7,7 @@ import { hideSecret } from './secrets.js';
 import { renderQuota, startCountdown } from './quota-view.js';
 import { renderKeys } from './keys-view.js';
 import { loadSessions } from './sessions-view.js';
+import { loadUsage } from './usage-view.js';
 import { loadPlans, loadUsers } from './admin-view.js';
 import { loadPlaygroundOptions } from './playground-options.js';
 import { startOverview, stopOverview } from './overview-view.js';
@@ -77,7 +78,7 @@ export async function signIn(role, secret) {
       renderQuota(quota);
       renderKeys(keys.keys ?? []);
       startCountdown();
-      await Promise.all([loadSessions(), loadPlaygroundOptions()]);
+      await Promise.all([loadSessions(), loadPlaygroundOptions(), loadUsage()]);
       if (!$('playground-session').value) $('playground-session').value = `playground-${Date.now().toString(36)}`;
     }
     $('main').focus();

@@ -1,0 +1,82 @@
+/**
+ * Usage history in LMDB: one record per quota-counted request, kept `usage_retention_days`.
+ * Sub-database `usage` is keyed [subject, time, sequence], so one caller's range is one bounded
+ * scan; `usage_by_time` ([time, subject, sequence] → nothing) serves everyone's range and the
+ * retention sweep. Writes are not awaited by requests: they ride the next LMDB commit.
+ */
+import type { Database } from 'lmdb';
+import type { LmdbStorage } from './lmdb.js';
+
+/** One counted request. */
+export interface UsageRecord {
+  /** Epoch ms. */
+  time: number;
+  subject: string;
+  key_id: string | null;
+  model: string | null;
+  route: string;
+  input_tokens: number;
+  output_tokens: number;
+  status: number;
+}
+
+type UsageKey = [string, number, number];
+type TimeKey = [number, string, number];
+type StoredRecord = Omit<UsageRecord, 'time' | 'subject'>;
+
+/** Records scanned by one query at most: a bound, not a page (the totals say when it was reached). */
+export const USAGE_SCAN_LIMIT = 1_000_000;
+
+/** The LMDB-backed usage history. */
+export class LmdbUsageStore {
+  private readonly records: Database<StoredRecord, UsageKey>;
+  private readonly byTime: Database<null, TimeKey>;
+  private sequence = 0;
+
+  constructor(storage: LmdbStorage) {
+    this.records = storage.database<StoredRecord, UsageKey>('usage');
+    this.byTime = storage.database<null, TimeKey>('usage_by_time');
+  }
+
+  /** Adds one record (both keys in one transaction); resolves once written. */
+  record(entry: UsageRecord): Promise<void> {
+    // Time plus a per-process sequence and the pid keep two records of one millisecond apart.
+    const sequence = (process.pid % 65_536) * 1_000_000_000 + (this.sequence++ % 1_000_000_000);
+    const { time, subject, ...stored } = entry;
+    return this.records.transaction(() => {
+      this.records.put([subject, time, sequence], stored);
+      this.byTime.put([time, subject, sequence], null);
+    });
+  }
+
+  /** The records in [from, to) epoch ms, one subject's or everyone's, oldest first, at most `limit`. */
+  *range(from: number, to: number, subject: string | undefined, limit = USAGE_SCAN_LIMIT): Generator<UsageRecord> {
+    let count = 0;
+    if (subject !== undefined) {
+      for (const { key, value } of this.records.getRange({ start: [subject, from], end: [subject, to] })) {
+        if (count++ >= limit) return;
+        yield { time: key[1], subject, ...value };
+      }
+      return;
+    }
+    for (const { key } of this.byTime.getRange({ start: [from], end: [to] })) {
+      if (count++ >= limit) return;
+      const [time, who, sequence] = key;
+      const value = this.records.get([who, time, sequence]);
+      if (value) yield { time, subject: who, ...value };
+    }
+  }
+
+  /** Removes every record older than `before` (epoch ms); resolves to how many went. */
+  async sweep(before: number): Promise<number> {
+    const old = [...this.byTime.getKeys({ start: [0], end: [before], limit: 100_000 })];
+    if (old.length === 0) return 0;
+    await this.records.transaction(() => {
+      for (const [time, subject, sequence] of old) {
+        this.records.remove([subject, time, sequence]);
+        this.byTime.remove([time, subject, sequence]);
+      }
+    });
+    return old.length;
+  }
+}
