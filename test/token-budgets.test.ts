@@ -189,6 +189,16 @@ describe('token budgets', () => {
     assert.equal(completion.quota.remaining_tokens, BUDGET - 14);
   });
 
+  test('an image request takes no tokens and still reports the plan’s token standing', async () => {
+    const headers = await userWithKey('painter', 'metered');
+    await server.post('/api/chat', { message: 'usage 20 30', max_tokens: 40 }, headers);
+    const image = await server.post('/api/chat/image', { prompt: 'a cat', size: '256x256' }, headers);
+    assert.equal(image.status, 200);
+    assert.equal(((await image.json()) as any).remaining_tokens, BUDGET - 50);
+    assert.match(image.headers.get('ratelimit') ?? '', new RegExp(`"tokens";r=${BUDGET - 50};`));
+    assert.equal(await tokensUsed('painter'), 50);
+  });
+
   test('a plan without a token budget reports none and reserves none', async () => {
     const headers = await userWithKey('plain', 'free');
     const response = await server.post('/api/chat', { message: 'usage 5 5' }, headers);

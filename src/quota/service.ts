@@ -95,7 +95,12 @@ export function createQuotaService(
         budget && tokenWindow && tokensUsed !== undefined
           ? { ...base, tokens: tokenStamp(budget.quota, tokensUsed, tokenWindow.end, at) }
           : base;
-      const result = withTokens(stamp(name, planConfig.quota, taken.used, window.end, now), taken.tokensUsed, now);
+      let result = withTokens(stamp(name, planConfig.quota, taken.used, window.end, now), taken.tokensUsed, now);
+      if (!budget && planConfig.tokens) {
+        // An operation that sends no tokens (images, embeddings) still reports the plan's token standing.
+        const tokens = tokenStatus(caller.id, planConfig.tokens, now);
+        result = { ...result, tokens: tokenStamp(tokens.limit, tokens.used, Date.parse(tokens.reset), now) };
+      }
       if (!taken.ok) {
         let message: string;
         if (taken.refusedBy === 'tokens' && budget && result.tokens) {

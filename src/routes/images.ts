@@ -22,6 +22,7 @@ function replyBody(services: Services, images: GeneratedImage[], stamp: QuotaSta
     ...(provider.note ? { note: provider.note } : {}),
     plan: stamp.plan,
     remaining: stamp.remaining,
+    ...(stamp.tokens ? { remaining_tokens: stamp.tokens.remaining } : {}),
     reset: stamp.reset,
     timestamp: new Date().toISOString(),
   };
