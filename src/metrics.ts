@@ -94,6 +94,27 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers: [registry],
     }),
+    resumableOpen: new Gauge({
+      name: 'colloquy_resumable_streams',
+      help: 'Resumable generations running in this process (followed or detached).',
+      registers: [registry],
+    }),
+    streamResumes: new Counter({
+      name: 'colloquy_stream_resumes_total',
+      help: 'Resumes of resumable streams (GET /api/chat/stream/{id} and /progress/{id}) that found their stream.',
+      registers: [registry],
+    }),
+    detachedGenerations: new Counter({
+      name: 'colloquy_detached_generations_total',
+      help: 'Resumable generations that lost every client at some point, by how they ended (completed, expired, cancelled, failed).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    streamLogBytes: new Counter({
+      name: 'colloquy_stream_log_bytes_total',
+      help: 'Bytes written to resumable stream logs.',
+      registers: [registry],
+    }),
     retrievalDuration: new Histogram({
       name: 'colloquy_retrieval_duration_seconds',
       help: 'Knowledge-base retrieval time.',

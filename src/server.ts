@@ -20,6 +20,8 @@ import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
 import { LmdbUsageStore } from './store/lmdb-usage.js';
+import { LmdbStreamLog } from './store/lmdb-stream-log.js';
+import { ResumableRuns } from './core/resumable-runs.js';
 import { UsageLog } from './quota/usage.js';
 import type { QuotaCounterStore } from './store/types.js';
 import { isV1Path, openAiErrorBody } from './routes/v1-errors.js';
@@ -90,6 +92,23 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
           : config.plans[caller.plan]?.max_parallel,
     ),
     streams: new StreamSlots(config.maxStreams),
+    resumable: new ResumableRuns(
+      new LmdbStreamLog(storage, config.resumable.maxBytes),
+      {
+        maxBytes: config.resumable.maxBytes,
+        ttlMs: config.resumable.ttlSeconds * 1000,
+        detachedTimeoutMs: config.resumable.detachedTimeoutSeconds * 1000,
+      },
+      logger,
+      {
+        opened: () => metrics.resumableOpen.inc(),
+        closed: (outcome, detached) => {
+          metrics.resumableOpen.dec();
+          if (detached) metrics.detachedGenerations.inc({ outcome });
+        },
+        logged: (bytes) => metrics.streamLogBytes.inc(bytes),
+      },
+    ),
     usage: new UsageLog(new LmdbUsageStore(storage), { retentionDays: config.usageRetentionDays, logger, clock: options.clock }),
     lifecycle: { draining: false },
     startedAt: performance.now(),
@@ -150,6 +169,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   }
   reachability.start();
   services.usage.startSweeping();
+  services.resumable.startSweeping();
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   logger.info({ host: config.host, port, version: config.version }, 'listening');
 
@@ -162,6 +182,8 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
       closing ??= (async () => {
         services.lifecycle.draining = true;
         await http.close(config.shutdownGraceMs);
+        // Generations still running without a client end like any stream: partial answer stored.
+        await services.resumable.shutdown();
         await reachability.stop();
         services.usage.stop();
         await upstream.close();

@@ -10,6 +10,7 @@ import type { ImageProvider } from './images/types.js';
 import type { ParallelLimiter, StreamSlots } from './quota/parallel.js';
 import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { UsageLog } from './quota/usage.js';
+import type { ResumableRuns } from './core/resumable-runs.js';
 import type { LmdbStorage } from './store/lmdb.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
@@ -47,6 +48,8 @@ export interface Services {
   parallel: ParallelLimiter;
   /** Open streams on this node (`max_streams`). */
   streams: StreamSlots;
+  /** Resumable generations of this process and the stream logs of every process. */
+  resumable: ResumableRuns;
   /** The usage history: one record per quota-counted request (GET /api/usage). */
   usage: UsageLog;
   /** Set when shutdown began: /health then answers 503 `draining`. */

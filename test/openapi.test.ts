@@ -154,6 +154,7 @@ describe('GET /openapi.json', () => {
             const data = /^data: (.*)$/m.exec(frame)?.[1] ?? '';
             if (data === '[DONE]') continue;
             const parsed = JSON.parse(data);
+            if (typeof parsed.stream_id === 'string') ids.stream_id = parsed.stream_id;
             const schema = media['x-events'][name ?? (parsed.error ? 'error' : 'chunk')];
             assert.ok(schema, `${what}: event ${name} is not documented`);
             check(schema, parsed, `${what} event ${name ?? 'chunk'}`);
@@ -162,6 +163,7 @@ describe('GET /openapi.json', () => {
           const lines = text.split('\n').filter((line) => line.length > 0);
           for (const line of lines) {
             const parsed = JSON.parse(line);
+            if (typeof parsed.stream_id === 'string') ids.stream_id = parsed.stream_id;
             const schema = media['x-events'][parsed.type];
             assert.ok(schema, `${what}: line type ${parsed.type} is not documented`);
             check(schema, parsed, `${what} line ${parsed.type}`);

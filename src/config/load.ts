@@ -172,6 +172,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     maxAnswerBytes: file.max_answer_bytes ?? 4 * 1024 * 1024,
     defaultMaxTokens: file.default_max_tokens ?? 1024,
     usageRetentionDays: file.usage_retention_days ?? 90,
+    resumable: {
+      maxBytes: file.resumable?.max_bytes ?? 1024 * 1024,
+      ttlSeconds: file.resumable?.ttl_s ?? 600,
+      detachedTimeoutSeconds: file.resumable?.detached_timeout_s ?? 120,
+    },
     corsOrigins: file.cors?.origins ?? [],
     healthProbeIntervalMs: file.health_probe_interval_ms ?? 30_000,
     anonymousMaxParallel: file.anonymous_max_parallel ?? 16,

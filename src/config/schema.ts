@@ -103,6 +103,10 @@ export const ConfigFileSchema = v.strictObject({
   default_max_tokens: v.optional(PositiveInt),
   /** How long the usage history (GET /api/usage) keeps each record. */
   usage_retention_days: v.optional(PositiveInt),
+  /** Resumable streams: each log's byte bound, how long it is kept after the end, how long a generation runs without a client. */
+  resumable: v.optional(
+    v.strictObject({ max_bytes: v.optional(PositiveInt), ttl_s: v.optional(PositiveInt), detached_timeout_s: v.optional(PositiveInt) }),
+  ),
   health_probe_interval_ms: v.optional(PositiveInt),
   /** Origins (`https://app.example`) whose pages may call /api/* and /v1/* from a browser. */
   cors: v.optional(

@@ -69,6 +69,8 @@ export interface Config {
   defaultMaxTokens: number;
   /** Days the usage history keeps each record. */
   usageRetentionDays: number;
+  /** Resumable streams' log bound (bytes), retention after the end and detached run time (seconds). */
+  resumable: { maxBytes: number; ttlSeconds: number; detachedTimeoutSeconds: number };
   /** Origins whose browser pages may call the API (CORS); empty: none. */
   corsOrigins: readonly string[];
   /** How often each upstream's reachability is probed in the background for /health. */

@@ -76,6 +76,8 @@ export const chatFields = {
   temperature: v.optional(v.pipe(v.number('must be a number'), v.minValue(0, 'must be at least 0'), v.maxValue(2, 'must be at most 2'))),
   max_tokens: v.optional(Int(1, 32_768)),
   system: v.optional(v.string('must be a string')),
+  /** Keep the stream's events so a dropped client can resume it (streamed routes only). */
+  resumable: v.optional(v.boolean('must be a boolean')),
 };
 
 /** POST /api/chat/, /stream and /progress. */

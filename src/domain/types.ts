@@ -61,7 +61,7 @@ export interface Source {
 }
 
 /** `tool_calls` only when the request offered tools (the /v1 surface) and the model called one. */
-export type FinishReason = 'stop' | 'length' | 'error' | 'tool_calls';
+export type FinishReason = 'stop' | 'length' | 'error' | 'tool_calls' | 'cancelled';
 
 /**
  * One fragment of a tool call as the model streams it: the first fragment of each call carries

@@ -117,6 +117,11 @@ export async function admitChat(
     const body = await context.readJson();
     const input: ChatInput = options.parse ? options.parse(body) : { request: parseChatRequest(body, kind === 'search') };
     const { request } = input;
+    if (request.resumable && !options.stream && !input.stream) {
+      throw new ApiError('invalid_request', 'resumable applies to streamed replies (/api/chat/stream, /api/chat/progress, SSE search).', {
+        details: [{ path: 'resumable', message: 'is only for streamed replies' }],
+      });
+    }
     // A body that asks for a stream takes its stream slot now that it is known.
     if (input.stream && !options.stream) release = withStreamSlot(services, release);
     const collection = typeof request.rag === 'object' ? request.rag.collection : undefined;

@@ -116,11 +116,15 @@ function sse(event: string, data: unknown): string {
 export class SseEncoder {
   private search: ChatResponseBody['search'];
 
+  /** With a resumable stream's id, the `start` event carries it as `stream_id`. */
+  constructor(private readonly streamId?: string) {}
+
   /** The frame for one event (progress is NDJSON-only; search rides on the sources event). */
   encode(event: ChatEvent): string | undefined {
     switch (event.type) {
       case 'start':
         return sse('start', {
+          ...(this.streamId ? { stream_id: this.streamId } : {}),
           model: event.model,
           ...(event.sessionId !== undefined ? { session_id: event.sessionId } : {}),
           plan: event.quota.plan,
@@ -161,11 +165,19 @@ export class SseEncoder {
 export class NdjsonEncoder {
   private readonly collector = new ChatResultCollector();
 
-  constructor(private readonly acceptedAt: number) {}
+  /** With a resumable stream's id, the `accepted` line carries it and every line its `seq`. */
+  constructor(
+    private readonly acceptedAt: number,
+    private readonly streamId?: string,
+  ) {}
 
-  /** The line for one event, or undefined (deltas are folded into the final result). */
-  encode(event: ChatEvent): string | undefined {
+  /**
+   * The line for one event, or undefined (deltas are folded into the final result). A resumed
+   * stream passes the `result` the generation kept, since its early deltas may be gone.
+   */
+  encode(event: ChatEvent, resumed?: { seq: number; result?: Record<string, unknown> | undefined }): string | undefined {
     this.collector.add(event);
+    const seq = resumed ? { seq: resumed.seq } : {};
     switch (event.type) {
       case 'progress': {
         const line: Record<string, unknown> = {
@@ -173,18 +185,20 @@ export class NdjsonEncoder {
           stage: event.stage,
           message: event.message,
           elapsed_ms: Math.round(performance.now() - this.acceptedAt),
+          ...seq,
         };
+        if (event.stage === 'accepted' && this.streamId) line.stream_id = this.streamId;
         if (event.outputTokens !== undefined) line.output_tokens = event.outputTokens;
         return `${JSON.stringify(line)}\n`;
       }
       case 'sources':
-        return `${JSON.stringify({ type: 'sources', sources: event.sources })}\n`;
+        return `${JSON.stringify({ type: 'sources', sources: event.sources, ...seq })}\n`;
       case 'done': {
-        const body = this.collector.body();
-        return body ? `${JSON.stringify({ type: 'result', ...body })}\n` : undefined;
+        const body = resumed?.result ?? this.collector.body();
+        return body ? `${JSON.stringify({ type: 'result', ...body, ...seq })}\n` : undefined;
       }
       case 'error':
-        return `${JSON.stringify({ type: 'error', error: { code: event.code, message: event.message } })}\n`;
+        return `${JSON.stringify({ type: 'error', error: { code: event.code, message: event.message }, ...seq })}\n`;
       case 'start':
       case 'search':
       case 'thinking':

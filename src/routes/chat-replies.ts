@@ -12,6 +12,8 @@ import { estimateTokensFromChars } from '../providers/builtin.js';
 import type { HttpContext } from '../http/types.js';
 import type { Services } from '../services.js';
 import type { AdmittedChat } from './admit.js';
+import type { ResumableRun } from '../core/resumable-runs.js';
+import { ChatResultCollector } from './chat-encoders.js';
 import { ChatObserver } from './chat-metrics.js';
 import { rateLimitHeaders } from './headers.js';
 
@@ -95,6 +97,40 @@ export class ChatReplies {
     } finally {
       observer.finish();
     }
+  }
+
+  /**
+   * Starts a resumable generation for an admitted job: it runs with its own signal, its events go
+   * into the stream log, and the slots are given back when it ends (not when this request does).
+   */
+  startResumable(context: HttpContext, admitted: AdmittedChat): Promise<ResumableRun> {
+    const { job } = admitted;
+    const { observer } = this.observed(admitted, context);
+    const collector = new ChatResultCollector();
+    const release = admitted.release;
+    // The request that started it may end long before the generation: the run owns the slots now.
+    admitted.release = () => undefined;
+    const pipeline = this.pipeline;
+    async function* observedEvents(signal: AbortSignal): AsyncGenerator<ChatEvent> {
+      for await (const event of pipeline.run(job, signal)) {
+        observer.see(event);
+        yield event;
+      }
+    }
+    return this.services.resumable.start({
+      owner: job.caller.id,
+      events: observedEvents,
+      collect: (event) => {
+        collector.add(event);
+        return event.type === 'done' ? (collector.body() as unknown as Record<string, unknown> | undefined) : undefined;
+      },
+      onEnd: () => {
+        observer.finish();
+        release();
+      },
+      quota: job.reservation.stamp,
+      model: job.model.id,
+    });
   }
 
   /**

@@ -10,6 +10,7 @@ import type { Services } from '../services.js';
 import { admitChat, type AdmittedChat } from './admit.js';
 import { ChatResultCollector, NdjsonEncoder, SseEncoder } from './chat-encoders.js';
 import { type ChatReplies, holdsSearch } from './chat-replies.js';
+import { serveResumable } from './resumable.js';
 
 const SSE_HEARTBEAT = { intervalMs: 15_000, frame: ': ping\n\n' };
 
@@ -20,6 +21,7 @@ export function chatRoutes(services: Services, registry: ProviderRegistry, repli
   const json: Reply = (context, admitted) => replies.json(context, admitted, new ChatResultCollector());
 
   const sse: Reply = (context, admitted) => {
+    if (admitted.job.request.resumable) return serveResumable(services, replies, context, admitted, 'sse');
     const encoder = new SseEncoder();
     return replies.stream(
       context,
@@ -30,6 +32,7 @@ export function chatRoutes(services: Services, registry: ProviderRegistry, repli
   };
 
   const ndjson: Reply = (context, admitted) => {
+    if (admitted.job.request.resumable) return serveResumable(services, replies, context, admitted, 'ndjson');
     const encoder = new NdjsonEncoder(admitted.acceptedAt);
     return replies.stream(
       context,

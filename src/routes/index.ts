@@ -15,6 +15,7 @@ import { quotaRoutes } from './quota.js';
 import { ragRoutes } from './rag.js';
 import { sessionRoutes } from './sessions.js';
 import { usageRoutes } from './usage.js';
+import { resumableRoutes } from './resumable.js';
 import { v1Routes } from './v1.js';
 
 export function buildRoutes(services: Services): Route[] {
@@ -31,6 +32,7 @@ export function buildRoutes(services: Services): Route[] {
     ...sessionRoutes(services),
     ...quotaRoutes(services),
     ...usageRoutes(services),
+    ...resumableRoutes(services),
     ...keyRoutes(services),
     ...adminRoutes(services),
     ...ragRoutes(services),

@@ -35,7 +35,7 @@ export const OpenAiErrorReply = v.object({
 
 const QuotaFields = { plan: Str, remaining: Int, remaining_tokens: v.optional(Int), reset: Timestamp };
 const Usage = v.object({ input_tokens: Int, output_tokens: Int });
-const FinishReason = v.picklist(['stop', 'length', 'error', 'tool_calls']);
+const FinishReason = v.picklist(['stop', 'length', 'error', 'tool_calls', 'cancelled']);
 const Source = v.object({
   index: Int,
   kind: v.picklist(['document', 'web']),
@@ -65,7 +65,7 @@ export const ChatReply = v.object(chatResultFields);
 
 /** The SSE events of /api/chat/stream (and /api/chat/search with Accept: text/event-stream), by event name. */
 export const ChatSseEvents = {
-  start: v.object({ model: Str, session_id: v.optional(Str), ...QuotaFields }),
+  start: v.object({ stream_id: v.optional(Str), model: Str, session_id: v.optional(Str), ...QuotaFields }),
   sources: v.object({ sources: v.array(Source), search: v.optional(SearchSummary) }),
   thinking: v.object({ text: Str }),
   delta: v.object({ text: Str }),
@@ -83,12 +83,24 @@ export const ChatSseEvents = {
 const Stage = v.picklist(['accepted', 'history', 'retrieval', 'search', 'thinking', 'generating', 'saving']);
 
 /** The NDJSON lines of /api/chat/progress, by `type`. */
+const Seq = { seq: v.optional(Int) };
 export const ChatNdjsonLines = {
-  progress: v.object({ type: v.literal('progress'), stage: Stage, message: Str, elapsed_ms: Int, output_tokens: v.optional(Int) }),
-  sources: v.object({ type: v.literal('sources'), sources: v.array(Source) }),
-  result: v.object({ type: v.literal('result'), ...chatResultFields }),
-  error: v.object({ type: v.literal('error'), error: v.object({ code: v.picklist(CODES), message: Str }) }),
+  progress: v.object({
+    type: v.literal('progress'),
+    stage: Stage,
+    message: Str,
+    elapsed_ms: Int,
+    output_tokens: v.optional(Int),
+    stream_id: v.optional(Str),
+    ...Seq,
+  }),
+  sources: v.object({ type: v.literal('sources'), sources: v.array(Source), ...Seq }),
+  result: v.object({ type: v.literal('result'), ...chatResultFields, ...Seq }),
+  error: v.object({ type: v.literal('error'), error: v.object({ code: v.picklist(CODES), message: Str }), ...Seq }),
 };
+
+/** POST /api/chat/stream/{stream_id}/cancel. */
+export const CancelReply = v.object({ stream_id: Str, cancelled: v.boolean() });
 
 const Image = v.object({ mime_type: Str, width: Int, height: Int, b64_json: Str, revised_prompt: v.optional(Str) });
 const imageResultFields = { images: v.array(Image), model: Str, note: v.optional(Str), ...QuotaFields, timestamp: Timestamp };

@@ -11,6 +11,7 @@ const OPENAI_TYPES: Record<ErrorCode, string> = {
   unauthorized: 'authentication_error',
   forbidden: 'permission_error',
   not_found: 'not_found_error',
+  stream_expired: 'invalid_request_error',
   method_not_allowed: 'invalid_request_error',
   conflict: 'invalid_request_error',
   payload_too_large: 'invalid_request_error',

@@ -104,12 +104,15 @@ export async function startUpstream(handler: UpstreamHandler): Promise<ReplayUps
 
 /** Reads a whole SSE body into [{event, data}] (data parsed as JSON). */
 export function parseSse(text: string): Array<{ event: string; data: any }> {
-  return text
-    .split('\n\n')
-    .filter((block) => block.trim().length > 0 && !block.startsWith(':'))
-    .map((block) => {
-      const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
-      const data = /^data: (.*)$/m.exec(block)?.[1] ?? 'null';
-      return { event, data: JSON.parse(data) };
-    });
+  return (
+    text
+      .split('\n\n')
+      // A block without a data line (a comment, `retry:`) dispatches no event.
+      .filter((block) => block.trim().length > 0 && !block.startsWith(':') && /^data: /m.test(block))
+      .map((block) => {
+        const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
+        const data = /^data: (.*)$/m.exec(block)?.[1] ?? 'null';
+        return { event, data: JSON.parse(data) };
+      })
+  );
 }
