@@ -48,7 +48,11 @@ describe('mock upstream through the real openai provider', () => {
     assert.equal(stream.gaps.length, 4);
     // The first delta may wait for the quota commit (nothing is sent before it is durable), which
     // shortens the first gap on a loaded disk; the pacing shows in the gaps after it.
-    for (const gap of stream.gaps.slice(1)) assert.ok(gap > 25 && gap < 400, `gap ${gap} ms`);
+    // One late delta shortens the gap after it, so the pacing is checked over the span, not per gap.
+    const paced = stream.gaps.slice(1);
+    const span = paced.reduce((sum, gap) => sum + gap, 0);
+    assert.ok(span >= paced.length * 40 * 0.75, `gaps ${paced.join(', ')} ms`);
+    for (const gap of paced) assert.ok(gap < 400, `gap ${gap} ms`);
     assert.ok(stream.firstDeltaAt > stream.startedAt);
   });
 

@@ -214,7 +214,7 @@ describe('the dashboard static files', () => {
 });
 
 describe('the dashboard SSE parser', () => {
-  type SseEvent = { event: string; data: string };
+  type SseEvent = { event: string; data: string; id: string };
   let createSseParser: (onEvent: (event: SseEvent) => void) => { feed(text: string): void };
 
   before(async () => {
@@ -226,15 +226,16 @@ describe('the dashboard SSE parser', () => {
   });
 
   const stream =
-    'event: start\r\ndata: {"model":"m"}\r\n\r\n: ping\n\nevent: delta\ndata: {"text":"Hel"}\n\n' +
-    'event: delta\rdata: {"text":"lo"}\r\rdata: line one\ndata: line two\n\nevent: done\ndata:{"finish_reason":"stop"}\n\n' +
+    'id: st_a:1\r\nevent: start\r\ndata: {"model":"m"}\r\n\r\n: ping\n\nevent: delta\ndata: {"text":"Hel"}\n\n' +
+    'event: delta\rdata: {"text":"lo"}\r\rdata: line one\ndata: line two\n\nid: st_a:5\nevent: done\ndata:{"finish_reason":"stop"}\n\n' +
     'event: delta\ndata: {"text":"cut off"}';
   const expected: SseEvent[] = [
-    { event: 'start', data: '{"model":"m"}' },
-    { event: 'delta', data: '{"text":"Hel"}' },
-    { event: 'delta', data: '{"text":"lo"}' },
-    { event: 'message', data: 'line one\nline two' },
-    { event: 'done', data: '{"finish_reason":"stop"}' },
+    // The last event id persists until another comes (a resume sends it back).
+    { event: 'start', data: '{"model":"m"}', id: 'st_a:1' },
+    { event: 'delta', data: '{"text":"Hel"}', id: 'st_a:1' },
+    { event: 'delta', data: '{"text":"lo"}', id: 'st_a:1' },
+    { event: 'message', data: 'line one\nline two', id: 'st_a:1' },
+    { event: 'done', data: '{"finish_reason":"stop"}', id: 'st_a:5' },
   ];
 
   it('yields the same events whether the stream arrives whole or split at every character', () => {
@@ -253,7 +254,7 @@ describe('the dashboard SSE parser', () => {
     parser.feed('data: a\r');
     parser.feed('\ndata: b\r');
     parser.feed('\n\r\n');
-    assert.deepEqual(events, [{ event: 'message', data: 'a\nb' }]);
+    assert.deepEqual(events, [{ event: 'message', data: 'a\nb', id: '' }]);
   });
 });
 

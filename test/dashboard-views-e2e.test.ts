@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -39,14 +40,14 @@ describe('the dashboard pickers and overview in a browser', () => {
 
   const shot = (page: Page, name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
-  async function openPage(): Promise<Page> {
+  async function openPage(base = server.url): Promise<Page> {
     const page = await context.newPage();
     page.on('pageerror', (error) => pageProblems.push(`pageerror: ${error.message}`));
     page.on('console', (message) => {
       if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) pageProblems.push(`console: ${message.text()}`);
     });
     page.on('dialog', (dialog) => void dialog.accept());
-    await page.goto(`${server.url}/dashboard`);
+    await page.goto(`${base}/dashboard`);
     return page;
   }
 
@@ -166,6 +167,7 @@ describe('the dashboard pickers and overview in a browser', () => {
       web_search: true,
       deep_thinking: true,
       session_id: 'refund-questions',
+      resumable: true,
     });
     await userPage.locator('#playground-output[aria-busy="false"]').waitFor({ timeout: 20_000 });
     await userPage.locator('#playground-meta', { hasText: /Model builtin-extractive: stop/ }).waitFor();
@@ -318,6 +320,49 @@ describe('the dashboard pickers and overview in a browser', () => {
     // A plan without a token budget shows no token bar.
     assert.equal(await userPage.locator('#quota-tokens').isHidden(), true);
     await teamPage.close();
+  });
+
+  it('the playground resumes a reply by itself after the connection drops, and the answer comes out whole', async () => {
+    // A TCP proxy in front of the server, as a phone network or a load balancer would be: cutting
+    // its connections drops the reply mid-stream, and the next request makes a new connection.
+    const port = Number(new URL(server.url).port);
+    const sockets = new Set<Socket>();
+    const proxy = createNetServer((client) => {
+      const upstream = connect(port, '127.0.0.1');
+      sockets.add(client).add(upstream);
+      client.pipe(upstream).pipe(client);
+      const forget = () => {
+        client.destroy();
+        upstream.destroy();
+        sockets.delete(client);
+        sockets.delete(upstream);
+      };
+      client.on('error', forget).on('close', forget);
+      upstream.on('error', forget).on('close', forget);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    try {
+      const question = 'What is the refund policy about cards?';
+      const expected = (await (
+        await server.post('/api/chat', { message: question, model: 'house-notes' }, { authorization: `Bearer ${userKey}` })
+      ).json()) as { response: string };
+      const page = await openPage(proxied);
+      await signIn(page, 'user', userKey);
+      await page.getByLabel('Model').selectOption('house-notes');
+      await page.getByLabel('Message', { exact: true }).fill(question);
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.locator('#playground-output', { hasText: /^\S+ \S+ \S+ \S+/ }).waitFor();
+      for (const socket of sockets) socket.destroy();
+      await page.locator('#playground-meta', { hasText: /Model house-notes: stop/ }).waitFor({ timeout: 20_000 });
+      assert.equal(await page.locator('#playground-output').textContent(), expected.response);
+      const metrics = await (await server.fetch('/metrics')).text();
+      assert.match(metrics, /colloquy_stream_resumes_total [1-9]/);
+      await page.close();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   it('ran without a script error or Content-Security-Policy violation', () => {

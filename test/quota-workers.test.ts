@@ -155,6 +155,32 @@ describe('WORKERS=2: several processes on one data directory', () => {
     assert.deepEqual([...refusedBy()].sort(), [1, 2]);
   });
 
+  test('a resumable stream is resumed by either worker, from the log they share', async () => {
+    assert.equal((await post('/api/admin/users', { user_id: 'resumer' }, admin)).status, 201);
+    const { key } = (await (await post('/api/admin/users/resumer/keys', {}, admin)).json()) as { key: string };
+    const headers = { authorization: `Bearer ${key}` };
+    const started = await (await post('/api/chat/stream', { message: 'resume me anywhere', resumable: true }, headers)).text();
+    const streamId = /"stream_id":"(st_[0-9a-f]{24})"/.exec(started)?.[1];
+    assert.ok(streamId, started);
+    const whole = started.split('\n\n').filter((frame) => frame.includes('event: delta')).length;
+    const from = lines.length;
+    // Many at once: they go over several connections, so both workers take some.
+    const replays = await Promise.all(
+      Array.from({ length: 24 }, async () => (await fetch(`${base}/api/chat/stream/${streamId}?after=2`, { headers })).text()),
+    );
+    for (const replay of replays) {
+      assert.equal(replay.split('\n\n').filter((frame) => frame.includes('event: delta')).length, whole);
+      assert.ok(replay.includes('event: done'));
+    }
+    const servedBy = new Set(
+      lines
+        .slice(from)
+        .filter((line) => line.msg === 'request' && line.route === '/api/chat/stream/:stream_id')
+        .map((line) => line.worker),
+    );
+    assert.deepEqual([...servedBy].sort(), [1, 2], 'both workers replayed the stream');
+  });
+
   test('a worker that dies is replaced and the service keeps answering on the same port', async () => {
     const victim = lines.find((line) => line.msg === 'listening' && line.worker === 1)!;
     assert.ok(victim.pid);

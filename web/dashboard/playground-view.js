@@ -39,6 +39,31 @@ function setStreaming(on) {
   $('playground-output').setAttribute('aria-busy', on ? 'true' : 'false');
 }
 
+/** Reconnects (tried for about half a minute) when the connection drops in the middle of a reply. */
+const RESUME_ATTEMPTS = 30;
+
+/**
+ * One resume attempt after a second's wait: the response to read on, false to try again, null when
+ * the stream is gone (204: unknown or expired).
+ */
+async function resumeStream(streamId, lastId, signal) {
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  if (signal.aborted) throw new DOMException('Stopped.', 'AbortError');
+  try {
+    const response = await fetch(`/api/chat/stream/${streamId}`, {
+      headers: authHeaders({ accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) }),
+      cache: 'no-store',
+      credentials: 'omit',
+      signal,
+    });
+    if (response.status === 204) return null;
+    return response.ok ? response : false;
+  } catch (error) {
+    if (signal.aborted) throw error;
+    return false;
+  }
+}
+
 export async function sendMessage() {
   const form = $('playground-form');
   const message = $('playground-message').value.trim();
@@ -65,11 +90,14 @@ export async function sendMessage() {
   const controller = new AbortController();
   state.stream = controller;
   setStreaming(true);
+  // The stream is resumable: a dropped connection is picked up again where it broke off.
+  let streamId = null;
+  let lastId = '';
   try {
-    const response = await fetch('/api/chat/stream', {
+    let response = await fetch('/api/chat/stream', {
       method: 'POST',
       headers: authHeaders({ 'content-type': 'application/json', accept: 'text/event-stream' }),
-      body: JSON.stringify(request),
+      body: JSON.stringify({ ...request, resumable: true }),
       cache: 'no-store',
       credentials: 'omit',
       signal: controller.signal,
@@ -77,10 +105,12 @@ export async function sendMessage() {
     if (!response.ok) await parseResponse(response);
     let model = '';
     let finished = false;
-    await readSseStream(response, ({ event, data }) => {
+    const onEvent = ({ event, data, id }) => {
+      if (id) lastId = id;
       const payload = JSON.parse(data);
       switch (event) {
         case 'start':
+          streamId = payload.stream_id ?? null;
           model = payload.model ?? '';
           $('playground-meta').textContent = `Model ${model}: writing…`;
           applyStamp(payload);
@@ -109,7 +139,20 @@ export async function sendMessage() {
         default:
           break;
       }
-    });
+    };
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await readSseStream(response, onEvent);
+      } catch (error) {
+        if (controller.signal.aborted || !streamId) throw error;
+      }
+      if (finished || !streamId || attempt >= RESUME_ATTEMPTS) break;
+      // The connection dropped mid-reply: resume after the last event seen, once a second.
+      $('playground-meta').textContent = `Model ${model}: connection lost, resuming…`;
+      const resumed = await resumeStream(streamId, lastId, controller.signal);
+      if (resumed === null) break;
+      if (resumed) response = resumed;
+    }
     if (!finished) {
       $('playground-meta').textContent = 'The connection ended before the reply was complete.';
     } else if ($('alert').hidden) {
@@ -119,6 +162,11 @@ export async function sendMessage() {
     }
   } catch (error) {
     if (controller.signal.aborted) {
+      // Stopped on purpose: the generation stops too (a resumable one would go on without us).
+      if (streamId)
+        void fetch(`/api/chat/stream/${streamId}/cancel`, { method: 'POST', headers: authHeaders({}), credentials: 'omit' }).catch(
+          () => {},
+        );
       $('playground-meta').textContent = 'Stopped.';
     } else if (error instanceof ApiFailure && error.status === 401) {
       hooks.signOut('Your key is no longer valid (revoked or unknown). Sign in with another key.');

@@ -10,10 +10,12 @@ export function createSseParser(onEvent) {
   let pending = '';
   let eventName = '';
   let dataLines = [];
+  // The last event id persists across events, as the standard says (a resume sends it back).
+  let lastId = '';
 
   function takeLine(line) {
     if (line === '') {
-      if (dataLines.length > 0) onEvent({ event: eventName || 'message', data: dataLines.join('\n') });
+      if (dataLines.length > 0) onEvent({ event: eventName || 'message', data: dataLines.join('\n'), id: lastId });
       eventName = '';
       dataLines = [];
       return;
@@ -25,6 +27,7 @@ export function createSseParser(onEvent) {
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') eventName = value;
     else if (field === 'data') dataLines.push(value);
+    else if (field === 'id' && !value.includes('\0')) lastId = value;
   }
 
   return {
