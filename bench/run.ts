@@ -10,6 +10,7 @@ import { gatewayOverheadScenario } from './scenario-gateway-overhead.js';
 import { healthScenario } from './scenario-health.js';
 import { peerGatewayScenario } from './scenario-peer-gateway.js';
 import { ragScenario } from './scenario-rag.js';
+import { resumeScenario } from './scenario-resume.js';
 import { slowReadersScenario } from './scenario-slow-readers.js';
 import { streamsScenario } from './scenario-streams.js';
 import {
@@ -40,6 +41,7 @@ export const SCENARIOS: Scenario[] = [
   slowReadersScenario,
   abortScenario,
   ragScenario,
+  resumeScenario,
 ];
 
 /** Safety stop per scenario (each is designed to finish inside two minutes; this only catches a hang). */

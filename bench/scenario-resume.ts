@@ -1,0 +1,124 @@
+/**
+ * Scenario 9: resuming a dropped resumable stream beside 1,000 open ones. Each probe starts a
+ * resumable chat, reads two deltas, drops its connection, and reconnects with Last-Event-ID; the
+ * resume latency is from the reconnect's request to the first replayed event.
+ */
+import http from 'node:http';
+import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
+import { percentile, round, sleep, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { openStreams } from './sse-client.js';
+import { errorSummary } from './scenario-streams.js';
+
+const OPEN = 1000;
+const PROBES = 100;
+
+/** Reads a response body until `stop` says so, then destroys the socket (the client "drops"). */
+function readUntil(request: http.ClientRequest, stop: (text: string) => boolean): Promise<{ text: string; firstEventAt: number }> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    let firstEventAt = 0;
+    request.on('response', (response) => {
+      if (response.statusCode !== 200) {
+        reject(new Error(`status ${response.statusCode}`));
+        response.destroy();
+        return;
+      }
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => {
+        text += chunk;
+        if (firstEventAt === 0 && text.includes('event: ')) firstEventAt = performance.now();
+        if (stop(text)) {
+          response.destroy();
+          resolve({ text, firstEventAt });
+        }
+      });
+      response.on('end', () => resolve({ text, firstEventAt }));
+      response.on('error', () => resolve({ text, firstEventAt }));
+    });
+    request.on('error', reject);
+  });
+}
+
+/** One probe: start, read two deltas, drop, resume; the resume latency in ms. */
+async function probe(port: number): Promise<number> {
+  const body = JSON.stringify({ message: 'Resume me. [mock chunks=30 interval_ms=20 size=8]', model: MOCK_MODEL_ID, resumable: true });
+  const start = http.request({
+    host: '127.0.0.1',
+    port,
+    path: '/api/chat/stream',
+    method: 'POST',
+    agent: false,
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) },
+  });
+  start.end(body);
+  const first = await readUntil(start, (text) => (text.match(/event: delta/g) ?? []).length >= 2);
+  const lastId = [...first.text.matchAll(/^id: (.*)$/gm)].at(-1)?.[1];
+  const streamId = lastId?.split(':')[0];
+  if (!lastId || !streamId) throw new Error('no event id before the drop');
+  const sentAt = performance.now();
+  const again = http.request({
+    host: '127.0.0.1',
+    port,
+    path: `/api/chat/stream/${streamId}`,
+    agent: false,
+    headers: { accept: 'text/event-stream', 'last-event-id': lastId },
+  });
+  again.end();
+  const resumed = await readUntil(again, (text) => text.includes('event: '));
+  if (resumed.firstEventAt === 0) throw new Error('the resume replayed nothing');
+  return resumed.firstEventAt - sentAt;
+}
+
+export const resumeScenario: Scenario = {
+  id: 'resume',
+  number: 9,
+  title: `resume latency: a dropped resumable stream reconnects beside ${OPEN} open streams`,
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0']);
+    const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
+    try {
+      const holdSeconds = options.quick ? 8 : 20;
+      // The open streams: resumable too, paced so they stay open for the whole run.
+      const streams = await openStreams(OPEN, 500, () => ({
+        port: server.port,
+        path: '/api/chat/stream',
+        body: { message: `Keep going. [mock chunks=${holdSeconds * 4} interval_ms=250 size=8]`, model: MOCK_MODEL_ID, resumable: true },
+        dialect: 'colloquy',
+      }));
+      await sleep(1000);
+      const latencies: number[] = [];
+      const failures: string[] = [];
+      const probes = options.quick ? PROBES / 4 : PROBES;
+      for (let index = 0; index < probes; index += 1) {
+        try {
+          latencies.push(await probe(server.port));
+        } catch (error) {
+          failures.push((error as Error).message);
+        }
+      }
+      const open = streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length;
+      for (const stream of streams) stream.destroy();
+      const rows: Row[] = [
+        {
+          'open streams': open,
+          resumes: latencies.length,
+          'resume p50 ms': round(percentile(latencies, 0.5), 2),
+          'resume p99 ms': round(percentile(latencies, 0.99), 2),
+          failures: failures.length,
+          ...(failures.length > 0 ? { error: failures.slice(0, 3).join('; ') } : {}),
+        },
+      ];
+      return {
+        rows,
+        goals: [],
+        notes: [
+          'each probe: POST a resumable stream, read two deltas, drop the socket, GET /api/chat/stream/{id} with Last-Event-ID; latency from that request to its first replayed event',
+          `open streams: ${OPEN} resumable SSE streams paced at 250 ms; errors among them: ${errorSummary(streams) || 'none'}`,
+        ],
+      };
+    } finally {
+      await server.stop();
+      await mock.child.stop();
+    }
+  },
+};
