@@ -69,6 +69,35 @@ async function probe(port: number): Promise<number> {
   return resumed.firstEventAt - sentAt;
 }
 
+/** One cancel probe: start, read a delta, POST …/cancel; ms from the cancel request to the stream's `done`. */
+async function cancelProbe(port: number): Promise<number> {
+  const body = JSON.stringify({ message: 'Cancel me. [mock chunks=200 interval_ms=20 size=8]', model: MOCK_MODEL_ID, resumable: true });
+  const start = http.request({
+    host: '127.0.0.1',
+    port,
+    path: '/api/chat/stream',
+    method: 'POST',
+    agent: false,
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) },
+  });
+  start.end(body);
+  let cancelledAt = 0;
+  let sent = false;
+  const read = await readUntil(start, (text) => {
+    if (!sent && text.includes('event: delta')) {
+      sent = true;
+      const streamId = /"stream_id":"(st_[0-9a-f]+)"/.exec(text)?.[1];
+      cancelledAt = performance.now();
+      const cancel = http.request({ host: '127.0.0.1', port, path: `/api/chat/stream/${streamId}/cancel`, method: 'POST', agent: false });
+      cancel.on('response', (response) => response.resume());
+      cancel.end();
+    }
+    return text.includes('"finish_reason":"cancelled"');
+  });
+  if (!read.text.includes('"finish_reason":"cancelled"')) throw new Error('the stream did not end cancelled');
+  return performance.now() - cancelledAt;
+}
+
 export const resumeScenario: Scenario = {
   id: 'resume',
   number: 9,
@@ -77,7 +106,7 @@ export const resumeScenario: Scenario = {
     const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', ['--port', '0']);
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
     try {
-      const holdSeconds = options.quick ? 8 : 20;
+      const holdSeconds = options.quick ? 15 : 45;
       // The open streams: resumable too, paced so they stay open for the whole run.
       const streams = await openStreams(OPEN, 500, () => ({
         port: server.port,
@@ -86,6 +115,7 @@ export const resumeScenario: Scenario = {
         dialect: 'colloquy',
       }));
       await sleep(1000);
+      const openAtStart = streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length;
       const latencies: number[] = [];
       const failures: string[] = [];
       const probes = options.quick ? PROBES / 4 : PROBES;
@@ -96,14 +126,25 @@ export const resumeScenario: Scenario = {
           failures.push((error as Error).message);
         }
       }
-      const open = streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length;
+      const cancels: number[] = [];
+      for (let index = 0; index < probes / 2; index += 1) {
+        try {
+          cancels.push(await cancelProbe(server.port));
+        } catch (error) {
+          failures.push((error as Error).message);
+        }
+      }
+      const openAtEnd = streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length;
       for (const stream of streams) stream.destroy();
       const rows: Row[] = [
         {
-          'open streams': open,
+          'open streams (start/end)': `${openAtStart}/${openAtEnd}`,
           resumes: latencies.length,
           'resume p50 ms': round(percentile(latencies, 0.5), 2),
           'resume p99 ms': round(percentile(latencies, 0.99), 2),
+          cancels: cancels.length,
+          'cancel → done p50 ms': round(percentile(cancels, 0.5), 2),
+          'cancel → done p99 ms': round(percentile(cancels, 0.99), 2),
           failures: failures.length,
           ...(failures.length > 0 ? { error: failures.slice(0, 3).join('; ') } : {}),
         },
@@ -113,6 +154,7 @@ export const resumeScenario: Scenario = {
         goals: [],
         notes: [
           'each probe: POST a resumable stream, read two deltas, drop the socket, GET /api/chat/stream/{id} with Last-Event-ID; latency from that request to its first replayed event',
+          'each cancel probe: POST a resumable stream, on its first delta POST …/cancel; latency from that request to the `done` (finish_reason cancelled) on the stream',
           `open streams: ${OPEN} resumable SSE streams paced at 250 ms; errors among them: ${errorSummary(streams) || 'none'}`,
         ],
       };
