@@ -39,10 +39,10 @@ function readUntil(request: http.ClientRequest, stop: (text: string) => boolean)
   });
 }
 
-/** One probe: start, read two deltas, drop, resume; the resume latency in ms. */
-async function probe(port: number): Promise<number> {
-  const body = JSON.stringify({ message: 'Resume me. [mock chunks=30 interval_ms=20 size=8]', model: MOCK_MODEL_ID, resumable: true });
-  const start = http.request({
+/** POSTs a resumable chat stream on its own connection. */
+function startResumable(port: number, message: string): http.ClientRequest {
+  const body = JSON.stringify({ message, model: MOCK_MODEL_ID, resumable: true });
+  const request = http.request({
     host: '127.0.0.1',
     port,
     path: '/api/chat/stream',
@@ -50,7 +50,13 @@ async function probe(port: number): Promise<number> {
     agent: false,
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) },
   });
-  start.end(body);
+  request.end(body);
+  return request;
+}
+
+/** One probe: start, read two deltas, drop, resume; the resume latency in ms. */
+async function probe(port: number): Promise<number> {
+  const start = startResumable(port, 'Resume me. [mock chunks=30 interval_ms=20 size=8]');
   const first = await readUntil(start, (text) => (text.match(/event: delta/g) ?? []).length >= 2);
   const lastId = [...first.text.matchAll(/^id: (.*)$/gm)].at(-1)?.[1];
   const streamId = lastId?.split(':')[0];
@@ -71,16 +77,7 @@ async function probe(port: number): Promise<number> {
 
 /** One cancel probe: start, read a delta, POST …/cancel; ms from the cancel request to the stream's `done`. */
 async function cancelProbe(port: number): Promise<number> {
-  const body = JSON.stringify({ message: 'Cancel me. [mock chunks=200 interval_ms=20 size=8]', model: MOCK_MODEL_ID, resumable: true });
-  const start = http.request({
-    host: '127.0.0.1',
-    port,
-    path: '/api/chat/stream',
-    method: 'POST',
-    agent: false,
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) },
-  });
-  start.end(body);
+  const start = startResumable(port, 'Cancel me. [mock chunks=200 interval_ms=20 size=8]');
   let cancelledAt = 0;
   let sent = false;
   const read = await readUntil(start, (text) => {

@@ -1,20 +1,16 @@
 /** A page on another origin calls the API from headless Chromium: allowed when listed, refused when not. */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { launchChromium, type TestBrowser } from './helpers/chromium.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 let page: Server;
 let pageOrigin = '';
 let listed: TestServer;
 let unlisted: TestServer;
-let browser: BrowserContext;
-let profile = '';
+let browser: TestBrowser;
 
 before(async () => {
   // The other origin: a plain page on its own port.
@@ -25,26 +21,11 @@ before(async () => {
   pageOrigin = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
   listed = await bootServer({ config: { cors: { origins: [pageOrigin] } } });
   unlisted = await bootServer({ config: { cors: { origins: ['https://someone-else.example'] } } });
-  profile = mkdtempSync(join(tmpdir(), 'colloquy-cors-chromium-'));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
   await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   await listed?.close();
   await unlisted?.close();
   await new Promise<void>((resolve) => page.close(() => resolve()));
@@ -54,7 +35,7 @@ after(async () => {
 async function callFromPage(
   apiUrl: string,
 ): Promise<{ ok: boolean; status?: number; remaining?: string | null; streamed?: string; failure?: string }> {
-  const tab = await browser.newPage();
+  const tab = await browser.context.newPage();
   try {
     await tab.goto(pageOrigin);
     return await tab.evaluate(async (api) => {

@@ -1,44 +1,26 @@
 /** GET /docs in headless Chromium: the reference page renders every operation from /openapi.json, offline, with no CSP violation. */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type BrowserContext, chromium } from 'playwright-core';
+import { launchChromium, type TestBrowser } from './helpers/chromium.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
-let browser: BrowserContext;
-let profile = '';
+let browser: TestBrowser;
 
 before(async () => {
   server = await bootServer();
-  profile = mkdtempSync(join(tmpdir(), 'colloquy-docs-chromium-'));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    // No network but this server: a CDN request would fail and show here.
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  // No network but this server: a CDN request would fail and show here.
+  browser = await launchChromium();
 });
 
 after(async () => {
   await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   await server?.close();
 });
 
 describe('the API reference page', () => {
   test('renders every documented operation, loading nothing from another origin and breaking no CSP rule', async () => {
-    const tab = await browser.newPage();
+    const tab = await browser.context.newPage();
     const problems: string[] = [];
     const foreign: string[] = [];
     tab.on('console', (message) => {

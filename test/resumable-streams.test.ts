@@ -220,7 +220,12 @@ describe('resumable streams', () => {
     const rest = parseSse(await (await resume(streamId, seen.at(-1)?.id)).text());
     assert.equal(rest.at(-1)?.event, 'error');
     assert.equal(rest.at(-1)?.data.error.code, 'stream_expired');
-    const metrics = await (await server.fetch('/metrics')).text();
+    // The run counts itself once its last log write landed: allow it that moment.
+    let metrics = '';
+    for (let wait = 0; wait < 50 && !/detached_generations_total\{outcome="expired"\} [1-9]/.test(metrics); wait += 1) {
+      metrics = await (await server.fetch('/metrics')).text();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     assert.match(metrics, /colloquy_detached_generations_total\{outcome="expired"\} [1-9]/);
     assert.match(metrics, /colloquy_stream_resumes_total [1-9]/);
   });

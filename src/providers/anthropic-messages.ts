@@ -4,6 +4,7 @@
  * in a user turn (consecutive turns of one role merged, as the API wants them alternating), and
  * tools, tool choice and stop sequences their Anthropic equivalents.
  */
+import { argumentsObject } from './tool-arguments.js';
 import type { GenerationOptions, ImageInput, ProviderMessage, ToolChoice } from './types.js';
 
 type Block = Record<string, unknown>;
@@ -20,17 +21,6 @@ function imageBlock(image: ImageInput): Block {
   return { type: 'image', source: { type: 'url', url: image.url } };
 }
 
-/** Tool arguments as the object Anthropic's `input` must be (text that is not an object is wrapped, never dropped). */
-function toolInput(text: string): Record<string, unknown> {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-    return { value: parsed };
-  } catch {
-    return text.trim().length === 0 ? {} : { value: text };
-  }
-}
-
 function blocksOf(message: Exclude<ProviderMessage, { role: 'system' }>): AnthropicMessage {
   switch (message.role) {
     case 'user':
@@ -45,7 +35,7 @@ function blocksOf(message: Exclude<ProviderMessage, { role: 'system' }>): Anthro
         role: 'assistant',
         content: [
           ...(message.content ? [{ type: 'text', text: message.content }] : []),
-          ...message.toolCalls.map((call) => ({ type: 'tool_use', id: call.id, name: call.name, input: toolInput(call.arguments) })),
+          ...message.toolCalls.map((call) => ({ type: 'tool_use', id: call.id, name: call.name, input: argumentsObject(call.arguments) })),
         ],
       };
     case 'tool':

@@ -12,6 +12,7 @@ import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { arrayField, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { openAiTools } from './openai-messages.js';
+import { argumentsObject } from './tool-arguments.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ChatProvider, ProviderEvent, ProviderMessage, ProviderRequest } from './types.js';
@@ -88,7 +89,7 @@ function ollamaMessage(message: ProviderMessage, toolNames: Map<string, string>)
       return {
         role: 'assistant',
         content: message.content,
-        tool_calls: message.toolCalls.map((call) => ({ function: { name: call.name, arguments: objectArguments(call.arguments) } })),
+        tool_calls: message.toolCalls.map((call) => ({ function: { name: call.name, arguments: argumentsObject(call.arguments) } })),
       };
     case 'tool': {
       const name = toolNames.get(message.toolCallId);
@@ -101,16 +102,6 @@ function ollamaMessage(message: ProviderMessage, toolNames: Map<string, string>)
 function ollamaMessages(messages: ReadonlyArray<ProviderMessage>): Array<Record<string, unknown>> {
   const toolNames = new Map<string, string>();
   return messages.map((message) => ollamaMessage(message, toolNames));
-}
-
-/** Ollama takes tool arguments as an object; text that is not one is wrapped, never dropped. */
-function objectArguments(text: string): unknown {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : { value: parsed };
-  } catch {
-    return text.trim().length === 0 ? {} : { value: text };
-  }
 }
 
 /** The request body in Ollama's dialect. */
