@@ -5,15 +5,14 @@
  * screenshot under test-output/dashboard/. Without Chromium these tests fail: they never skip.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchChromium, type TestBrowser } from './helpers/chromium.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ADMIN_TOKEN = 'dashboard-e2e-admin-token-0123456789';
 const USER_ID = 'ada';
 const SESSION_ID = 'e2e-session';
@@ -38,7 +37,7 @@ interface InPageNode {
 describe('the dashboard in a browser', () => {
   let server: TestServer;
   let context: BrowserContext;
-  let profile: string;
+  let browser: TestBrowser;
   let adminPage: Page;
   let userPage: Page;
   let firstKey = '';
@@ -67,28 +66,12 @@ describe('the dashboard in a browser', () => {
       // Paced words, so the reply visibly arrives in pieces.
       config: { builtin_delay_ms: 15 },
     });
-    profile = mkdtempSync(join(tmpdir(), 'colloquy-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1100, height: 900 },
-      permissions: ['clipboard-read', 'clipboard-write'],
-    });
+    browser = await launchChromium({ viewport: { width: 1100, height: 900 }, permissions: ['clipboard-read', 'clipboard-write'] });
+    context = browser.context;
   });
 
   after(async () => {
-    await context?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
+    await browser?.close();
     await server?.close();
   });
 

@@ -6,16 +6,15 @@
  * Without Chromium these tests fail: they never skip.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchChromium, type TestBrowser } from './helpers/chromium.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ADMIN_TOKEN = 'dashboard-views-admin-token-0123456789';
 const SHOTS = fileURLToPath(new URL('../../test-output/dashboard/', import.meta.url));
 const REFUNDS_URL = 'https://docs.example.org/handbook/refunds';
@@ -30,7 +29,7 @@ interface InPage {
 describe('the dashboard pickers and overview in a browser', () => {
   let server: TestServer;
   let context: BrowserContext;
-  let profile: string;
+  let browser: TestBrowser;
   let userPage: Page;
   let adminPage: Page;
   let userKey = '';
@@ -100,27 +99,12 @@ describe('the dashboard pickers and overview in a browser', () => {
     }
     userKey = await createUser('grace', 'free');
     teamKey = await createUser('hopper', 'team');
-    profile = mkdtempSync(join(tmpdir(), 'colloquy-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1100, height: 900 },
-    });
+    browser = await launchChromium({ viewport: { width: 1100, height: 900 } });
+    context = browser.context;
   });
 
   after(async () => {
-    await context?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
+    await browser?.close();
     await server?.close();
   });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { closedPort } from './helpers/ports.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { fixture, parseSse, type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
 
@@ -67,11 +67,7 @@ before(async () => {
   upstream = await startUpstream(async (request, response) => {
     await behave((request.url ?? '').split('/')[1] ?? '', response);
   });
-  // A port nothing listens on: connecting is refused.
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  deadPort = (probe.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  deadPort = await closedPort();
   server = await bootServer({
     env: { COLLOQUY_ADMIN_TOKEN: 'admin-fallbacks' },
     clock: () => now,
@@ -207,6 +203,10 @@ describe('model fallbacks', () => {
     await assert.rejects(
       bootServer({ config: { models: [{ id: 'a', provider: 'openai', base_url: 'http://127.0.0.1:9/v1', fallbacks: ['nope'] }] } }),
       /falls back to "nope", which is not one of the configured models/,
+    );
+    await assert.rejects(
+      bootServer({ config: { models: [{ id: 'a', provider: 'openai', base_url: 'http://127.0.0.1:9/v1', fallbacks: ['a'] }] } }),
+      /"a" names itself in fallbacks/,
     );
   });
 });

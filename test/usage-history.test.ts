@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { closedPort } from './helpers/ports.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 /** The usage history: a record per counted request, totals by day, model or key, retention, and the CSV export. */
@@ -17,10 +16,7 @@ let now = Date.parse('2026-11-20T12:00:00Z');
 let deadPort = 0;
 
 before(async () => {
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  deadPort = (probe.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  deadPort = await closedPort();
   server = await bootServer({
     env: { COLLOQUY_ADMIN_TOKEN: 'admin-usage' },
     clock: () => now,
@@ -121,6 +117,7 @@ describe('usage history', () => {
       ['?from=2026-11-21&to=2026-11-20', 'from'],
       ['?from=2024-01-01&to=2026-01-01', 'from'],
       ['?colour=red', 'colour'],
+      ['?user_id=not%20an%20id', 'user_id'],
     ]) {
       const response = await server.fetch(`/api/usage${query}`, { headers: ADMIN });
       assert.equal(response.status, 400, query);

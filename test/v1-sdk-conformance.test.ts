@@ -243,6 +243,23 @@ describe('the official openai SDK against /v1', () => {
     assert.deepEqual(sent.slice(-2), [inputs, inputs]);
   });
 
+  test('an embeddings request the contract refuses is a 400 naming the field, before any upstream call or quota', async () => {
+    const before = upstream.requests.filter((request) => request.url === '/v1/embeddings').length;
+    for (const [body, param] of [
+      [{ input: [101, 202] }, 'input'],
+      [{ input: [] }, 'input'],
+      [{ input: 'hi', encoding_format: 'int8' }, 'encoding_format'],
+      [{ input: 'hi', dimensions: 0 }, 'dimensions'],
+    ] as const) {
+      const response = await server.post('/v1/embeddings', body, { authorization: `Bearer ${aliceKey}` });
+      assert.equal(response.status, 400, JSON.stringify(body));
+      const error = ((await response.json()) as any).error;
+      assert.equal(error.code, 'invalid_request');
+      assert.equal(error.param, param);
+    }
+    assert.equal(upstream.requests.filter((request) => request.url === '/v1/embeddings').length, before);
+  });
+
   test('a wrong key is a 401 AuthenticationError in OpenAI’s shape with our code', async () => {
     await assert.rejects(
       client('sk-not-a-real-key').chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }),

@@ -124,6 +124,8 @@ describe('/v1/chat/completions over HTTP', () => {
         { messages: [{ role: 'user', content: 'hi' }], tool_choice: { type: 'function', function: { name: 'nope' } } },
         'tool_choice.function.name',
       ],
+      [{ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }, 'messages.0.content'],
+      [{ messages: [{ role: 'tool', content: 'result' }] }, 'messages.0.tool_call_id'],
     ];
     for (const [body, param] of cases) {
       const response = await server.post('/v1/chat/completions', body);

@@ -172,44 +172,36 @@ export async function* generate(
               }
               yield { type: 'thinking', text: event.text };
               break;
-            case 'delta': {
+            case 'delta':
+            case 'tool_call': {
+              // Answer text and tool calls alike: the first reports the stage, both count against the bounds.
               started = true;
               if (!generatingReported) {
                 generatingReported = true;
                 yield generating(0);
               }
               answer.produced = true;
-              answerBytes += Buffer.byteLength(event.text);
-              if (answerBytes > bounds.maxBytes || ignoresMaxTokens(answer.chars + event.text.length, bounds.maxTokens)) {
+              const text = event.type === 'delta' ? event.text : event.arguments;
+              answerBytes += Buffer.byteLength(text);
+              const tokensPast = event.type === 'delta' && ignoresMaxTokens(answer.chars + text.length, bounds.maxTokens);
+              if (answerBytes > bounds.maxBytes || tokensPast) {
                 truncated = true;
                 finishReason = 'length';
                 break batches;
               }
-              answer.add(event.text);
+              if (event.type === 'tool_call') {
+                answer.addToolCall(event);
+                yield event;
+                break;
+              }
+              answer.add(text);
               deltas += 1;
-              yield { type: 'delta', text: event.text };
+              yield { type: 'delta', text };
               const now = performance.now();
               if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
                 lastProgress = now;
                 yield generating(deltas);
               }
-              break;
-            }
-            case 'tool_call': {
-              started = true;
-              if (!generatingReported) {
-                generatingReported = true;
-                yield generating(0);
-              }
-              answer.produced = true;
-              answerBytes += Buffer.byteLength(event.arguments);
-              if (answerBytes > bounds.maxBytes) {
-                truncated = true;
-                finishReason = 'length';
-                break batches;
-              }
-              answer.addToolCall(event);
-              yield event;
               break;
             }
             case 'finish':

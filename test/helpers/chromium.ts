@@ -15,8 +15,10 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
-/** Starts Chromium with a fresh profile; `viewport` sets the page size. */
-export async function launchChromium(options: { viewport?: { width: number; height: number } } = {}): Promise<TestBrowser> {
+/** Starts Chromium with a fresh profile; `viewport` sets the page size, `permissions` what pages may use. */
+export async function launchChromium(
+  options: { viewport?: { width: number; height: number }; permissions?: string[] } = {},
+): Promise<TestBrowser> {
   const profile = mkdtempSync(join(tmpdir(), 'colloquy-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -32,6 +34,7 @@ export async function launchChromium(options: { viewport?: { width: number; heig
       '--disable-sync',
     ],
     ...(options.viewport ? { viewport: options.viewport } : {}),
+    ...(options.permissions ? { permissions: options.permissions } : {}),
   });
   return {
     context,
