@@ -99,7 +99,7 @@ export const ragScenario: Scenario = {
               collection: 'bench',
             });
           }
-          await knowledge.addMany(batch, { batchSize: 500 });
+          await knowledge.addMany(batch);
         }
         const ingestSeconds = (performance.now() - started) / 1000;
 

@@ -13,6 +13,7 @@ export const ERROR_CATALOGUE = {
   conflict: { status: 409, message: 'The resource already exists.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  unprocessable_document: { status: 422, message: 'The document could not be read.' },
   quota_exceeded: { status: 429, message: 'The quota for this plan is used up until the window resets.' },
   concurrency_limit: { status: 429, message: 'Too many requests of this caller are running at once.' },
   internal: { status: 500, message: 'Something went wrong on our side.' },

@@ -67,7 +67,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     search = createSearchProvider(config.search, { metrics, logger, retriever: knowledge });
   } catch (error) {
     // A search provider missing its URL or key stops start-up: close what was opened first.
-    knowledge.close();
+    await knowledge.close();
     await storage.close();
     throw error;
   }
@@ -163,7 +163,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
   try {
     port = await http.listen(config.host, config.port);
   } catch (error) {
-    knowledge.close();
+    await knowledge.close();
     await storage.close();
     throw error;
   }
@@ -187,7 +187,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
         await reachability.stop();
         services.usage.stop();
         await upstream.close();
-        knowledge.close();
+        await knowledge.close();
         await storage.close();
         logger.info('stopped');
       })();

@@ -127,6 +127,10 @@ function resolveRag(file: ConfigFile, env: NodeJS.ProcessEnv): Config['rag'] {
     chunkSize,
     chunkOverlap,
     maxDocumentBytes: file.rag?.max_document_bytes ?? 512 * 1024,
+    maxFileBytes: file.rag?.max_file_bytes ?? 64 * 1024 * 1024,
+    maxExtractedBytes: file.rag?.max_extracted_bytes ?? 16 * 1024 * 1024,
+    maxUploadBytes: file.rag?.max_upload_bytes ?? 256 * 1024 * 1024,
+    ingestThreads: file.rag?.ingest_threads,
     minScore: file.rag?.min_score ?? 0.5,
     embeddings: embeddings
       ? { baseUrl: embeddings.base_url, model: embeddings.model, apiKey: secretFrom(env, embeddings.api_key_env) }

@@ -60,6 +60,10 @@ const RagSchema = v.strictObject({
   chunk_size: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100))),
   chunk_overlap: v.optional(NonNegativeInt),
   max_document_bytes: v.optional(PositiveInt),
+  max_file_bytes: v.optional(PositiveInt),
+  max_extracted_bytes: v.optional(PositiveInt),
+  max_upload_bytes: v.optional(PositiveInt),
+  ingest_threads: v.optional(NonNegativeInt),
   min_score: v.optional(v.pipe(v.number(), v.minValue(0))),
   embeddings: v.optional(v.strictObject({ base_url: Url, model: v.string(), api_key_env: v.optional(v.string()) })),
 });

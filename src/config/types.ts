@@ -52,7 +52,16 @@ export interface Config {
   rag: {
     chunkSize: number;
     chunkOverlap: number;
+    /** Largest `text` of a JSON ingestion request (UTF-8 bytes). */
     maxDocumentBytes: number;
+    /** Largest file of a multipart upload or the command line. */
+    maxFileBytes: number;
+    /** Largest text extracted from one document. */
+    maxExtractedBytes: number;
+    /** Largest multipart upload request. */
+    maxUploadBytes: number;
+    /** Worker threads that extract and chunk; undefined: from the core count. */
+    ingestThreads: number | undefined;
     minScore: number;
     embeddings: { baseUrl: string; model: string; apiKey: string | undefined } | undefined;
   };

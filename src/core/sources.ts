@@ -54,7 +54,13 @@ export async function* gatherSources(
       signal,
     );
     for (const passage of passages)
-      add({ kind: 'document', title: passage.title, ...(passage.url ? { url: passage.url } : {}), snippet: passage.text });
+      add({
+        kind: 'document',
+        title: passage.title,
+        ...(passage.url ? { url: passage.url } : {}),
+        ...(passage.page !== undefined ? { page: passage.page } : {}),
+        snippet: passage.text,
+      });
   }
 
   if (wantsSearch(job)) {

@@ -57,6 +57,8 @@ export interface Source {
   kind: 'document' | 'web';
   title: string;
   url?: string;
+  /** The PDF page a knowledge-base passage comes from. */
+  page?: number;
   snippet: string;
 }
 

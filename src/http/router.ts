@@ -8,7 +8,7 @@ interface RouteMatch {
   route: string;
   handler: Handler;
   params: Record<string, string>;
-  maxBodyBytes: number | undefined;
+  maxBodyBytes: Route['maxBodyBytes'];
 }
 
 export type RouteLookup =

@@ -115,6 +115,10 @@ class UwsContext implements HttpContext {
     return parseJsonBody(this.request.headers['content-type'], bytes, this.server.limits);
   }
 
+  readBody(): Promise<Buffer> {
+    return this.body.bytes();
+  }
+
   json(status: number, body: unknown, headers?: Headers): void {
     this.send(status, 'application/json', JSON.stringify(body), headers);
   }
@@ -356,7 +360,12 @@ export class HttpServer {
         return clientAddress;
       },
     };
-    const body = this.attachBody(response, headers, (lookup.kind === 'found' && lookup.match.maxBodyBytes) || this.limits.maxBytes);
+    const routeLimit = lookup.kind === 'found' ? lookup.match.maxBodyBytes : undefined;
+    const body = this.attachBody(
+      response,
+      headers,
+      (typeof routeLimit === 'function' ? routeLimit(headers) : routeLimit) || this.limits.maxBytes,
+    );
     const origin = allowedOrigin(this.options.cors, path, headers.origin);
     const context = new UwsContext(response, snapshot, body, this, method === 'OPTIONS' ? undefined : origin);
     // onAborted before anything that could return or await, or uWS aborts the process.

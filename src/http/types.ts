@@ -50,6 +50,8 @@ export interface HttpContext {
    * With `optional`, an empty body yields undefined instead of an error.
    */
   readJson(options?: { optional?: boolean }): Promise<unknown>;
+  /** The raw body, within the route's byte limit (file uploads). */
+  readBody(): Promise<Buffer>;
   /** Sends a JSON reply. */
   json(status: number, body: unknown, headers?: Headers): void;
   /** Sends any complete body with the given content type. */
@@ -67,6 +69,9 @@ export interface Route {
   /** Template with `:name` segments; a trailing slash is not significant. */
   path: string;
   handler: Handler;
-  /** This route's body limit in bytes, when it differs from the server's (`v1_body_limit_bytes`). */
-  maxBodyBytes?: number;
+  /**
+   * This route's body limit in bytes, when it differs from the server's (`v1_body_limit_bytes`);
+   * a function decides from the request's lower-cased headers (file uploads by content type).
+   */
+  maxBodyBytes?: number | ((headers: Readonly<Record<string, string>>) => number | undefined);
 }

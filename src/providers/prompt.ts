@@ -21,7 +21,10 @@ export function systemText(request: ProviderRequest): string | undefined {
   if (request.language) parts.push(`Write your whole reply in ${languageName(request.language)}.`);
   if (request.sources.length > 0) {
     const listed = request.sources
-      .map((source) => `[${source.index}] ${source.title}${source.url ? ` (${source.url})` : ''}\n${source.snippet}`)
+      .map(
+        (source) =>
+          `[${source.index}] ${source.title}${source.page !== undefined ? `, page ${source.page}` : ''}${source.url ? ` (${source.url})` : ''}\n${source.snippet}`,
+      )
       .join('\n\n');
     parts.push(
       `Answer from the numbered sources below when they are relevant, citing them inline as [n]. ` +

@@ -1,11 +1,15 @@
 /**
- * Okapi BM25 over the postings kept in LMDB. Work per query is bounded: query terms are visited
- * rarest first; a term whose posting list is short is scanned, and a term found in more than
- * SCAN_LIMIT chunks is only looked up (point reads) for the chunks the rarer terms already found.
- * Scores stay exact for every chunk that contains at least one of the rarer terms; only when
- * every query term is that common is a scan cut at SCAN_LIMIT postings.
+ * Okapi BM25 over the segmented posting blocks. Work per query is bounded: query terms are visited
+ * rarest first; a term whose posting list is short is scanned (its block in every segment), and a
+ * term found in more than SCAN_LIMIT chunks is only looked up (a binary search per block) for the
+ * chunks the rarer terms already found. Scores stay exact for every chunk that contains at least
+ * one of the rarer terms; only when every query term is that common is a scan cut at SCAN_LIMIT
+ * postings. Document frequencies come from rag-df, which counts live chunks only, so the scores
+ * are those of an index built from scratch; postings of deleted chunks are skipped at the end.
  */
 import type { Database } from 'lmdb';
+import { blockKey } from './index-store.js';
+import { BlockReader } from './postings.js';
 
 /** BM25 parameters (the usual defaults). */
 const K1 = 1.2;
@@ -19,13 +23,21 @@ export const SCAN_LIMIT = 5000;
 const MAX_QUERY_TERMS = 32;
 
 export interface LexicalHit {
-  chunkId: string;
+  /** The chunk's number. */
+  chunk: number;
   score: number;
 }
 
 export interface LexicalIndex {
-  postings: Database<[number, number], string>;
-  terms: Database<number, string>;
+  blocks: Database<Buffer, string>;
+  df: Database<number, string>;
+}
+
+/** A searchable segment: its key and the chunk numbers it covers. */
+export interface SegmentView {
+  key: string;
+  first: number;
+  span: number;
 }
 
 export interface CorpusFigures {
@@ -33,60 +45,80 @@ export interface CorpusFigures {
   averageLength: number;
 }
 
-/**
- * The `limit` best chunks for the query terms, best first (ties broken by chunk key, so results are
- * stable). `collection` is the collection's short code as used in posting keys.
- */
+/** The `limit` best live chunks for the query terms, best first (ties broken by chunk number, so results are stable). */
 export function scoreBm25(
   index: LexicalIndex,
+  segments: readonly SegmentView[],
   queryTerms: string[],
   corpus: CorpusFigures,
-  options: { collection: string | undefined; limit: number; scanLimit?: number },
+  options: { limit: number; scanLimit?: number | undefined; isLive: (chunk: number) => boolean },
 ): LexicalHit[] {
   const scanLimit = options.scanLimit ?? SCAN_LIMIT;
-  if (corpus.chunks === 0 || queryTerms.length === 0) return [];
+  if (corpus.chunks === 0 || queryTerms.length === 0 || segments.length === 0) return [];
   const unique = [...new Set(queryTerms)]
-    .map((term) => ({ term, df: index.terms.get(term) ?? 0 }))
+    .map((term) => ({ term, df: index.df.get(term) ?? 0 }))
     .filter((entry) => entry.df > 0)
     .sort((left, right) => left.df - right.df)
     .slice(0, MAX_QUERY_TERMS);
-  const scores = new Map<string, number>();
-  // Candidate chunk key → its collection code, needed to build the posting key for point lookups.
-  const collections = new Map<string, string>();
+  const scores = new Map<number, number>();
   const averageLength = corpus.averageLength || 1;
   const weight = (tf: number, length: number, idf: number) => (idf * tf * (K1 + 1)) / (tf + K1 * (1 - B + (B * length) / averageLength));
 
   for (const { term, df } of unique) {
     const idf = Math.log(1 + (corpus.chunks - df + 0.5) / (df + 0.5));
     if (df > scanLimit && scores.size > 0) {
-      for (const [chunkId, collection] of collections) {
-        const posting = index.postings.get(`${term}\u0000${collection}\u0000${chunkId}`);
-        if (posting) scores.set(chunkId, (scores.get(chunkId) ?? 0) + weight(posting[0], posting[1], idf));
+      for (const segment of segments) {
+        const block = readBlock(index, segment.key, term);
+        if (!block) continue;
+        const reader = new BlockReader(block);
+        const end = segment.first + segment.span;
+        for (const [chunk, score] of scores) {
+          if (chunk < segment.first || chunk >= end) continue;
+          const entry = reader.find(chunk - segment.first);
+          if (entry >= 0) scores.set(chunk, score + weight(reader.tf(entry), reader.length(entry), idf));
+        }
       }
       continue;
     }
-    const prefix = options.collection === undefined ? `${term}\u0000` : `${term}\u0000${options.collection}\u0000`;
-    const end = options.collection === undefined ? `${term}\u0001` : `${term}\u0000${options.collection}\u0001`;
-    for (const { key, value } of index.postings.getRange({ start: prefix, end, limit: scanLimit })) {
-      const chunkStart = key.lastIndexOf('\u0000') + 1;
-      const chunkId = key.slice(chunkStart);
-      if (!collections.has(chunkId)) collections.set(chunkId, key.slice(term.length + 1, chunkStart - 1));
-      scores.set(chunkId, (scores.get(chunkId) ?? 0) + weight(value[0], value[1], idf));
+    let scanned = 0;
+    for (const segment of segments) {
+      if (scanned >= scanLimit) break;
+      const block = readBlock(index, segment.key, term);
+      if (!block) continue;
+      const reader = new BlockReader(block);
+      const count = Math.min(reader.count, scanLimit - scanned);
+      for (let entry = 0; entry < count; entry += 1) {
+        const chunk = segment.first + reader.offset(entry);
+        scores.set(chunk, (scores.get(chunk) ?? 0) + weight(reader.tf(entry), reader.length(entry), idf));
+      }
+      scanned += count;
     }
   }
-  return topHits(scores, options.limit);
+  return topHits(scores, options.limit, options.isLive);
 }
 
-/** The `limit` highest scores, best first, without sorting every candidate. */
-function topHits(scores: Map<string, number>, limit: number): LexicalHit[] {
+/**
+ * A block without copying it: getBinaryFast answers in a shared buffer, valid until the next read
+ * (each block is used up before the next is read) and whose `length`, not its byteLength, is the
+ * value's size.
+ */
+function readBlock(index: LexicalIndex, segment: string, term: string): Uint8Array | undefined {
+  const block = index.blocks.getBinaryFast(blockKey(segment, term));
+  return block ? block.subarray(0, block.length) : undefined;
+}
+
+/** The `limit` highest scores of live chunks, best first, without sorting every candidate. */
+function topHits(scores: Map<number, number>, limit: number, isLive: (chunk: number) => boolean): LexicalHit[] {
   const best: LexicalHit[] = [];
   const better = (left: LexicalHit, right: LexicalHit) =>
-    left.score > right.score || (left.score === right.score && left.chunkId < right.chunkId);
-  for (const [chunkId, score] of scores) {
-    const hit = { chunkId, score };
-    if (best.length === limit && !better(hit, best[best.length - 1]!)) continue;
+    left.score > right.score || (left.score === right.score && left.chunk < right.chunk);
+  for (const [chunk, score] of scores) {
+    const hit = { chunk, score };
+    if (best.length === limit && !better(hit, best[best.length - 1] as LexicalHit)) continue;
+    // Only a chunk that would enter the list pays for the liveness check.
+    if (!isLive(chunk)) continue;
     let index = best.length;
-    while (index > 0 && better(hit, best[index - 1]!)) index -= 1;
+    while (index > 0 && better(hit, best[index - 1] as LexicalHit)) index -= 1;
     best.splice(index, 0, hit);
     if (best.length > limit) best.pop();
   }

@@ -20,6 +20,38 @@ interface Unit {
 }
 
 const sentenceSegmenter = new Intl.Segmenter('en', { granularity: 'sentence' });
+/**
+ * Characters handed to the sentence segmenter at once. Iterating Intl.Segmenter over one long
+ * string costs time in proportion to the string for every sentence it yields (a 500 KB paragraph
+ * of short lines took seconds), so long paragraphs are segmented a window at a time.
+ */
+const SEGMENT_WINDOW = 4096;
+
+/** The sentences of a paragraph, in order; linear in its length. */
+function* sentences(paragraph: string): Generator<string> {
+  let start = 0;
+  while (start < paragraph.length) {
+    const end = Math.min(paragraph.length, start + SEGMENT_WINDOW);
+    const window = paragraph.slice(start, end);
+    const found = Array.from(sentenceSegmenter.segment(window), ({ segment, index }) => ({ segment, index }));
+    const last = found[found.length - 1];
+    if (end === paragraph.length || !last) {
+      for (const { segment } of found) yield segment;
+      return;
+    }
+    if (found.length === 1) {
+      // No sentence boundary in the window: a run of text, handed on up to its last word break.
+      const space = Math.max(window.lastIndexOf(' '), window.lastIndexOf('\n'));
+      const cut = space > SEGMENT_WINDOW / 2 ? space + 1 : window.length;
+      yield window.slice(0, cut);
+      start += cut;
+      continue;
+    }
+    // The last segment may be a sentence the window cut short: it starts the next window.
+    for (const { segment } of found.slice(0, -1)) yield segment;
+    start += last.index;
+  }
+}
 
 /**
  * Normalises line endings and whitespace; paragraphs are separated by one blank line. Line breaks
@@ -62,7 +94,7 @@ function units(paragraphs: string[], limit: number): Unit[] {
       continue;
     }
     const pieces: string[] = [];
-    for (const { segment } of sentenceSegmenter.segment(paragraph)) {
+    for (const segment of sentences(paragraph)) {
       const sentence = segment.trim();
       if (!sentence) continue;
       if (sentence.length <= limit) pieces.push(sentence);

@@ -25,13 +25,15 @@ export function createEmbedder(config: Readonly<Config>, deps: { logger?: Logger
 export function createKnowledgeBase(
   config: Readonly<Config>,
   storage: LmdbStorage,
-  deps: { logger?: Logger; metrics?: Metrics } = {},
+  deps: { logger?: Logger; metrics?: Metrics; threads?: number } = {},
 ): KnowledgeBase {
   const embedder = createEmbedder(config, deps);
   return new KnowledgeBase(storage, {
     chunkSize: config.rag.chunkSize,
     chunkOverlap: config.rag.chunkOverlap,
     minScore: config.rag.minScore,
+    maxTextBytes: config.rag.maxExtractedBytes,
+    threads: deps.threads ?? config.rag.ingestThreads,
     embedder,
     logger: deps.logger,
     // colloquy_retrieval_duration_seconds is recorded where retrieval happens, for chat and local search alike.

@@ -5,7 +5,15 @@
  */
 import { Parser } from 'htmlparser2';
 
-export type DocumentFormat = 'text' | 'markdown' | 'html';
+/** Formats read as text. */
+export type TextFormat = 'text' | 'markdown' | 'html';
+/** Every format the knowledge base reads: text formats and files (PDF, Word .docx). */
+export type DocumentFormat = TextFormat | 'pdf' | 'docx';
+
+/** True for the formats that arrive as bytes rather than text. */
+export function isFileFormat(format: DocumentFormat): format is 'pdf' | 'docx' {
+  return format === 'pdf' || format === 'docx';
+}
 
 export interface ExtractedText {
   /** A title found in the document itself (<title>, first <h1>, first `# ` heading). */
@@ -65,6 +73,8 @@ export function formatFromFileName(name: string): DocumentFormat | undefined {
   if (lower.endsWith('.txt') || lower.endsWith('.text')) return 'text';
   if (lower.endsWith('.md') || lower.endsWith('.markdown')) return 'markdown';
   if (lower.endsWith('.html') || lower.endsWith('.htm')) return 'html';
+  if (lower.endsWith('.pdf')) return 'pdf';
+  if (lower.endsWith('.docx')) return 'docx';
   return undefined;
 }
 
@@ -194,7 +204,7 @@ export function extractMarkdown(markdown: string): ExtractedText {
 }
 
 /** Plain text of a document in the given format. */
-export function extractText(content: string, format: DocumentFormat): ExtractedText {
+export function extractText(content: string, format: TextFormat): ExtractedText {
   switch (format) {
     case 'html':
       return extractHtml(content);

@@ -2,18 +2,27 @@
  * The knowledge base's storage layout: its LMDB sub-databases, the records they hold, and the ids
  * and summaries derived from those records.
  *
- * Layout (one sub-database each, all in the service's single LMDB environment):
- *   rag-documents   document_id → DocumentRecord
- *   rag-by-coll     `${collection}\0${document_id}` → 1 (lists a collection without a full scan)
- *   rag-collections name → {documents, chunks, code}
- *   rag-chunks      chunk key → ChunkRecord (text and token length)
- *   rag-postings    `${term}\0${collection code}\0${chunk key}` → [tf, chunk length]
- *   rag-terms       term → document frequency (in chunks)
- *   rag-vectors     `${collection code}\0${chunk key}` → Float32 vector bytes (embeddings only)
- *   rag-meta        corpus totals, sequences, persisted query counters, index settings
+ * The lexical index is segmented, so adding documents appends instead of rewriting: each write
+ * creates a segment (one document, or a batch of them), and a segment keeps one posting block per
+ * term (postings.ts). Keys lead with the segment, so a new segment's blocks are written at the end
+ * of the tree and cost the same whatever the index already holds. A background merge (merge.ts)
+ * folds segments of a size tier into one, dropping the postings of deleted chunks, so a term is
+ * read from a bounded number of blocks.
  *
- * Chunk keys and collection codes are short base-36 sequence numbers rather than names: a chunk
- * has ~100 postings, so every byte of the posting key is paid ~100 times (see docs/benchmarks.md).
+ * Layout (one sub-database each, all in the service's single LMDB environment):
+ *   rag-docs         document_id → DocumentRecord
+ *   rag-doc-terms    document_id → the document's terms and how many of its chunks hold each
+ *                    (so deleting it corrects document frequencies without re-reading its text)
+ *   rag-by-coll      `${collection}\0${document_id}` → 1 (lists a collection without a full scan)
+ *   rag-collections  name → {documents, chunks, code} (only collections that hold documents)
+ *   rag-chunk-text   chunk number → ChunkRecord (text, token length, page)
+ *   rag-segments     segment key → SegmentRecord
+ *   rag-blocks       `${segment key}\0${term}` → posting block (binary)
+ *   rag-dead         chunk number → 1: deleted chunks whose postings a segment may still hold
+ *   rag-df           term → document frequency in live chunks (exact)
+ *   rag-vecs         `${collection code}\0${chunk number}` → Float32 vector bytes (embeddings only)
+ *   rag-meta         corpus totals, sequences, collection codes (`code:${name}`), persisted query
+ *                    counters, index settings
  */
 import { createHash } from 'node:crypto';
 import type { Database, RootDatabase } from 'lmdb';
@@ -22,6 +31,8 @@ import type { DocumentFormat } from './extract.js';
 export const DEFAULT_COLLECTION = 'default';
 /** Collection names are path- and key-safe. */
 export const COLLECTION_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/** Version of this layout, kept in rag-meta. */
+export const INDEX_VERSION = 2;
 
 export interface DocumentRecord {
   id: string;
@@ -30,11 +41,19 @@ export interface DocumentRecord {
   url: string | undefined;
   collection: string;
   chunks: number;
-  /** Keys of its chunks in rag-chunks, in order. */
-  chunk_keys: string[];
+  /** Number of its first chunk; its chunks are numbered consecutively. */
+  first_chunk: number;
   chars: number;
   format: DocumentFormat;
+  /** Pages of a PDF. */
+  pages?: number;
   indexed_at: string;
+}
+
+/** The terms of a document: `terms` joined by "\n", `counts[i]` = its chunks that hold terms[i]. */
+export interface DocumentTerms {
+  terms: string;
+  counts: number[];
 }
 
 export interface DocumentSummary {
@@ -44,16 +63,39 @@ export interface DocumentSummary {
   collection: string;
   chunks: number;
   chars: number;
+  format: DocumentFormat;
+  pages?: number;
   indexed_at: string;
 }
 
-interface ChunkRecord {
+export interface ChunkRecord {
   document_id: string;
-  collection: string;
   ordinal: number;
   text: string;
   /** Token count, the BM25 document length. */
   length: number;
+  page?: number;
+}
+
+/**
+ * A segment of the lexical index. `building` segments are being written and are not searched;
+ * `live` ones are; `merging` ones are searched while a merge copies them; `retired` ones wait for
+ * their blocks (and, for an abandoned ingestion, their chunks) to be removed.
+ */
+export interface SegmentRecord {
+  state: 'building' | 'live' | 'merging' | 'retired' | 'abandoned';
+  /** Why it was made: an ingestion owns its chunks, a merge only its blocks. */
+  origin: 'ingest' | 'merge';
+  /** Collection code. */
+  code: string;
+  /** Number of the first chunk; block entries hold chunk numbers relative to it. */
+  first_chunk: number;
+  /** Chunk numbers it may hold: first_chunk to first_chunk + span - 1. */
+  span: number;
+  /** Postings it holds (dead ones included until a merge drops them). */
+  postings: number;
+  /** Process that writes or merges it, so a crashed one's work can be recognised. */
+  pid: number;
 }
 
 export interface CorpusRecord {
@@ -63,11 +105,9 @@ export interface CorpusRecord {
   last_indexed: string | null;
 }
 
-interface CollectionRecord {
+export interface CollectionRecord {
   documents: number;
   chunks: number;
-  /** Short code used in posting and vector keys. */
-  code: string;
 }
 
 export interface CollectionSummary {
@@ -79,11 +119,14 @@ export interface CollectionSummary {
 /** The knowledge base's sub-databases, opened once per storage. */
 export interface RagDatabases {
   documents: Database<DocumentRecord, string>;
+  documentTerms: Database<DocumentTerms, string>;
   byCollection: Database<number, string>;
   collections: Database<CollectionRecord, string>;
-  chunks: Database<ChunkRecord, string>;
-  postings: Database<[number, number], string>;
-  terms: Database<number, string>;
+  chunks: Database<ChunkRecord, number>;
+  segments: Database<SegmentRecord, string>;
+  blocks: Database<Buffer, string>;
+  dead: Database<number, number>;
+  df: Database<number, string>;
   vectors: Database<Buffer, string>;
   meta: Database<unknown, string>;
 }
@@ -93,13 +136,16 @@ const EMPTY_CORPUS: CorpusRecord = { documents: 0, chunks: 0, total_length: 0, l
 /** Opens (creating when absent) every sub-database of the knowledge base in `root`. */
 export function openRagDatabases(root: RootDatabase): RagDatabases {
   return {
-    documents: root.openDB<DocumentRecord, string>({ name: 'rag-documents' }),
+    documents: root.openDB<DocumentRecord, string>({ name: 'rag-docs' }),
+    documentTerms: root.openDB<DocumentTerms, string>({ name: 'rag-doc-terms' }),
     byCollection: root.openDB<number, string>({ name: 'rag-by-coll' }),
     collections: root.openDB<CollectionRecord, string>({ name: 'rag-collections' }),
-    chunks: root.openDB<ChunkRecord, string>({ name: 'rag-chunks' }),
-    postings: root.openDB<[number, number], string>({ name: 'rag-postings' }),
-    terms: root.openDB<number, string>({ name: 'rag-terms' }),
-    vectors: root.openDB<Buffer, string>({ name: 'rag-vectors', encoding: 'binary' }),
+    chunks: root.openDB<ChunkRecord, number>({ name: 'rag-chunk-text' }),
+    segments: root.openDB<SegmentRecord, string>({ name: 'rag-segments' }),
+    blocks: root.openDB<Buffer, string>({ name: 'rag-blocks', encoding: 'binary' }),
+    dead: root.openDB<number, number>({ name: 'rag-dead' }),
+    df: root.openDB<number, string>({ name: 'rag-df' }),
+    vectors: root.openDB<Buffer, string>({ name: 'rag-vecs', encoding: 'binary' }),
     meta: root.openDB<unknown, string>({ name: 'rag-meta' }),
   };
 }
@@ -107,6 +153,21 @@ export function openRagDatabases(root: RootDatabase): RagDatabases {
 /** The corpus totals kept in rag-meta (zeros for an empty index). */
 export function readCorpus(databases: RagDatabases): CorpusRecord {
   return (databases.meta.get('corpus') as CorpusRecord | undefined) ?? EMPTY_CORPUS;
+}
+
+/** The key of a block: segment first, so a segment's blocks are contiguous and appended. */
+export function blockKey(segment: string, term: string): string {
+  return `${segment}\u0000${term}`;
+}
+
+/** A segment key from its sequence number: fixed width, so keys sort in the order segments were made. */
+export function segmentKeyFor(sequence: number): string {
+  return sequence.toString(36).padStart(8, '0');
+}
+
+/** The vector key of a chunk. */
+export function vectorKey(code: string, chunk: number): string {
+  return `${code}\u0000${chunk}`;
 }
 
 /** The id of a document from its collection and identity key. */
@@ -127,8 +188,10 @@ export function summarise(record: DocumentRecord): DocumentSummary {
     collection: record.collection,
     chunks: record.chunks,
     chars: record.chars,
+    format: record.format,
     indexed_at: record.indexed_at,
   };
   if (record.url !== undefined) summary.url = record.url;
+  if (record.pages !== undefined) summary.pages = record.pages;
   return summary;
 }

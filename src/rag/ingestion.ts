@@ -1,38 +1,44 @@
 /**
- * Ingestion and indexing: a document is extracted, chunked and embedded outside any transaction
- * (prepareDocument), then written into the lexical and vector indexes inside the caller's write
- * transaction (IndexWriter). Removal is the exact inverse of a write, so replacing a document
- * leaves the corpus totals and document frequencies as if the old version had never been there.
+ * Writing prepared documents into the segmented index (index-store.ts) and removing them.
+ *
+ * A write makes one new segment for its documents, in bounded transactions so no single commit
+ * holds the storage's write lock for long: the segment is registered as `building` (invisible to
+ * queries), its chunks, vectors and posting blocks go in slices, and one last transaction
+ * publishes it together with the documents, their statistics and the removal of the versions
+ * they replace. Readers therefore see a document entirely or not at all, and a crash leaves only a
+ * `building` segment, which the next start removes. Removal tombstones a document's chunks (their
+ * postings stay in their segment until a merge drops them) and corrects the statistics from the
+ * document's stored term list, so BM25 figures stay exactly those of an index built from scratch.
  */
-import { ApiError } from '../errors.js';
-import { chunkText } from './chunk.js';
-import type { Embedder } from './embeddings.js';
-import { extractText, type DocumentFormat } from './extract.js';
+import type { RootDatabase } from 'lmdb';
+import type { DocumentFormat } from './extract.js';
 import {
-  COLLECTION_PATTERN,
-  DEFAULT_COLLECTION,
-  documentIdFor,
+  blockKey,
   readCorpus,
+  segmentKeyFor,
+  vectorKey,
   type CorpusRecord,
   type DocumentRecord,
   type RagDatabases,
+  type SegmentRecord,
 } from './index-store.js';
-import { termFrequencies } from './tokenize.js';
+import { termBlock } from './postings.js';
+import type { PreparedContent } from './prepare.js';
 
-export interface DocumentInput {
+/** Keys written per transaction while a segment is built. */
+const SLICE_WRITES = 4000;
+
+/** A document ready to be written: its identity and its prepared content. */
+export interface DocumentToWrite {
+  id: string;
+  key: string;
   title: string;
-  /** The document's content in `format` (plain text by default). */
-  text: string;
-  url?: string | undefined;
-  collection?: string | undefined;
-  format?: DocumentFormat | undefined;
-  /** Title used when `title` is empty and the document names none itself (a file name). */
-  defaultTitle?: string | undefined;
-  /**
-   * What makes two ingestions "the same document" (default: the url, else the title). The id is
-   * derived from collection + key, so re-ingesting replaces instead of duplicating.
-   */
-  key?: string | undefined;
+  url: string | undefined;
+  collection: string;
+  format: DocumentFormat;
+  content: PreparedContent;
+  vectors?: Float32Array[] | undefined;
+  pages?: number | undefined;
 }
 
 export interface IngestResult {
@@ -44,145 +50,90 @@ export interface IngestResult {
   replaced: boolean;
 }
 
-/** Where the `add` of a batch is: for progress bars. */
-export type ProgressListener = (done: number, total: number, result: IngestResult) => void;
-
-/** A document ready to be written: validated, extracted, chunked and (optionally) embedded. */
-export interface PreparedDocument {
-  id: string;
-  key: string;
-  title: string;
-  url: string | undefined;
-  collection: string;
-  format: DocumentFormat;
-  text: string;
-  pieces: string[];
-  vectors: Float32Array[] | undefined;
+/** Storage work done by writes: keys put, for the linear-ingestion test and the bench. */
+export interface WriteCounters {
+  keys: number;
+  transactions: number;
 }
 
-/** How documents are cut and embedded. */
-export interface PrepareOptions {
-  chunkSize: number;
-  chunkOverlap: number;
-  embedder?: Embedder | undefined;
-}
-
-/** Validates, extracts, chunks and embeds one document; the slow part, kept outside transactions. */
-export async function prepareDocument(input: DocumentInput, options: PrepareOptions, signal?: AbortSignal): Promise<PreparedDocument> {
-  const collection = input.collection ?? DEFAULT_COLLECTION;
-  if (!COLLECTION_PATTERN.test(collection)) {
-    throw new ApiError('invalid_request', undefined, {
-      details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }],
-    });
-  }
-  const format = input.format ?? 'text';
-  const extracted = extractText(input.text, format);
-  if (!extracted.text.trim()) {
-    throw new ApiError('invalid_request', undefined, { details: [{ path: 'text', message: 'contains no text to index' }] });
-  }
-  const title = input.title.trim() || extracted.title || input.defaultTitle || 'Untitled';
-  const key = input.key ?? input.url ?? title;
-  const id = documentIdFor(collection, key);
-  const pieces = chunkText(extracted.text, { size: options.chunkSize, overlap: options.chunkOverlap });
-  const vectors = options.embedder ? await options.embedder.embed(pieces, signal) : undefined;
-  return { id, key, title, url: input.url, collection, format, text: extracted.text, pieces, vectors };
-}
-
-/** Writes and removes documents in the indexes; every method runs inside a write transaction. */
+/** Writes and removes documents in the segmented index. */
 export class IndexWriter {
+  readonly counters: WriteCounters = { keys: 0, transactions: 0 };
+
   constructor(
+    private readonly root: RootDatabase,
     private readonly databases: RagDatabases,
-    /** Fixed at index creation: removal re-tokenises chunks and must produce the same terms. */
-    private readonly stopWords: boolean,
   ) {}
 
-  /**
-   * Indexes a prepared document, replacing an earlier version. Document-frequency changes are
-   * collected in `dfChanges` and written once per transaction by applyFrequencies (one
-   * read-write per distinct term).
-   */
-  write(prepared: PreparedDocument, dfChanges: Map<string, number>): IngestResult {
-    const { documents, byCollection, collections, chunks, postings, vectors, meta } = this.databases;
-    const existing = documents.get(prepared.id);
-    if (existing) this.remove(existing, dfChanges);
-    const now = new Date().toISOString();
-    const corpus = readCorpus(this.databases);
-    const collection = collections.get(prepared.collection) ?? { documents: 0, chunks: 0, code: this.nextSequence('collection_sequence') };
-    const code = collection.code;
-    let totalLength = 0;
-    const chunkKeys: string[] = [];
-    prepared.pieces.forEach((text, ordinal) => {
-      const chunkId = this.nextSequence('chunk_sequence');
-      chunkKeys.push(chunkId);
-      const frequencies = termFrequencies(text, { stopWords: this.stopWords });
-      let length = 0;
-      for (const count of frequencies.values()) length += count;
-      totalLength += length;
-      chunks.put(chunkId, { document_id: prepared.id, collection: prepared.collection, ordinal, text, length });
-      for (const [term, tf] of frequencies) {
-        postings.put(`${term}\u0000${code}\u0000${chunkId}`, [tf, length]);
-        dfChanges.set(term, (dfChanges.get(term) ?? 0) + 1);
+  /** Writes documents of one collection as one new segment, replacing earlier versions; returns one result per document. */
+  async write(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<IngestResult[]> {
+    if (documents.length === 0) return [];
+    const collection = (documents[0] as DocumentToWrite).collection;
+    let chunkCount = 0;
+    let postingCount = 0;
+    for (const document of documents) {
+      chunkCount += document.content.texts.length;
+      postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
+    }
+    const { segment, firstChunk, code } = this.transaction(() => {
+      const code = this.codeFor(collection);
+      const firstChunk = this.advance('chunk_sequence', chunkCount) - chunkCount + 1;
+      const segment = segmentKeyFor(this.advance('segment_sequence', 1));
+      this.databases.segments.put(segment, {
+        state: 'building',
+        origin: 'ingest',
+        code,
+        first_chunk: firstChunk,
+        span: chunkCount,
+        postings: postingCount,
+        pid: process.pid,
+      } satisfies SegmentRecord);
+      return { segment, firstChunk, code };
+    });
+    try {
+      for (const slice of this.segmentWrites(documents, segment, firstChunk, code)) {
+        this.transaction(slice);
+        await yieldBetween();
       }
-      const vector = prepared.vectors?.[ordinal];
-      if (vector) vectors.put(`${code}\u0000${chunkId}`, Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength));
-    });
-    documents.put(prepared.id, {
-      id: prepared.id,
-      key: prepared.key,
-      title: prepared.title,
-      url: prepared.url,
-      collection: prepared.collection,
-      chunks: prepared.pieces.length,
-      chunk_keys: chunkKeys,
-      chars: prepared.text.length,
-      format: prepared.format,
-      indexed_at: now,
-    });
-    byCollection.put(`${prepared.collection}\u0000${prepared.id}`, 1);
-    collections.put(prepared.collection, { documents: collection.documents + 1, chunks: collection.chunks + prepared.pieces.length, code });
-    meta.put('corpus', {
-      documents: corpus.documents + 1,
-      chunks: corpus.chunks + prepared.pieces.length,
-      total_length: corpus.total_length + totalLength,
-      last_indexed: now,
-    } satisfies CorpusRecord);
-    return {
-      document_id: prepared.id,
-      collection: prepared.collection,
-      title: prepared.title,
-      chunks: prepared.pieces.length,
-      replaced: existing !== undefined,
-    };
+      return this.transaction(() => this.publish(documents, segment, firstChunk));
+    } catch (error) {
+      // Nothing half-written becomes searchable: the segment is abandoned and swept by the merger.
+      this.transaction(() => {
+        const record = this.databases.segments.get(segment);
+        if (record?.state === 'building') this.databases.segments.put(segment, { ...record, state: 'abandoned' });
+      });
+      throw error;
+    }
   }
 
-  /** Removes a document and everything indexed for it. */
-  remove(document: DocumentRecord, frequencies: Map<string, number>): void {
-    const { documents, byCollection, collections, chunks, postings, vectors, meta } = this.databases;
+  /** Removes a document and everything indexed for it; runs inside a write transaction. */
+  remove(document: DocumentRecord, dfChanges: Map<string, number>): void {
+    const { documents, documentTerms, byCollection, collections, chunks, dead, vectors, meta } = this.databases;
+    const code = meta.get(`code:${document.collection}`) as string | undefined;
     let removedLength = 0;
-    const code = collections.get(document.collection)?.code;
-    for (const chunkId of document.chunk_keys) {
-      const chunk = chunks.get(chunkId);
-      if (!chunk) continue;
-      removedLength += chunk.length;
-      for (const term of termFrequencies(chunk.text, { stopWords: this.stopWords }).keys()) {
-        postings.remove(`${term}\u0000${code}\u0000${chunkId}`);
-        frequencies.set(term, (frequencies.get(term) ?? 0) - 1);
-      }
-      chunks.remove(chunkId);
-      vectors.remove(`${code}\u0000${chunkId}`);
+    for (let chunk = document.first_chunk; chunk < document.first_chunk + document.chunks; chunk += 1) {
+      const record = chunks.get(chunk);
+      if (!record) continue;
+      removedLength += record.length;
+      chunks.remove(chunk);
+      dead.put(chunk, 1);
+      if (code !== undefined) vectors.remove(vectorKey(code, chunk));
+    }
+    const terms = documentTerms.get(document.id);
+    if (terms) {
+      const list = terms.terms.split('\n');
+      list.forEach((term, index) => {
+        dfChanges.set(term, (dfChanges.get(term) ?? 0) - (terms.counts[index] ?? 0));
+      });
     }
     documents.remove(document.id);
+    documentTerms.remove(document.id);
     byCollection.remove(`${document.collection}\u0000${document.id}`);
     const collection = collections.get(document.collection);
     if (collection) {
       const remaining = collection.documents - 1;
       if (remaining <= 0) collections.remove(document.collection);
-      else
-        collections.put(document.collection, {
-          documents: remaining,
-          chunks: Math.max(0, collection.chunks - document.chunks),
-          code: collection.code,
-        });
+      else collections.put(document.collection, { documents: remaining, chunks: Math.max(0, collection.chunks - document.chunks) });
     }
     const corpus = readCorpus(this.databases);
     meta.put('corpus', {
@@ -193,21 +144,149 @@ export class IndexWriter {
     } satisfies CorpusRecord);
   }
 
-  /** Adds collected document-frequency changes to rag-terms. */
-  applyFrequencies(frequencies: Map<string, number>): void {
-    const { terms } = this.databases;
-    for (const [term, change] of frequencies) {
+  /** Adds collected document-frequency changes to rag-df; runs inside a write transaction. */
+  applyFrequencies(changes: Map<string, number>): void {
+    const { df } = this.databases;
+    for (const [term, change] of changes) {
       if (change === 0) continue;
-      const frequency = (terms.get(term) ?? 0) + change;
-      if (frequency > 0) terms.put(term, frequency);
-      else terms.remove(term);
+      const frequency = (df.get(term) ?? 0) + change;
+      if (frequency > 0) df.put(term, frequency);
+      else df.remove(term);
+      this.counters.keys += 1;
     }
   }
 
-  /** The next value of a persisted counter, base 36. */
-  private nextSequence(name: 'chunk_sequence' | 'collection_sequence'): string {
-    const value = ((this.databases.meta.get(name) as number | undefined) ?? 0) + 1;
+  /** Runs `work` in a synchronous write transaction, counting it. */
+  transaction<T>(work: () => T): T {
+    this.counters.transactions += 1;
+    return this.root.transactionSync(work);
+  }
+
+  /** The collection's short code, made on first use (inside a write transaction). */
+  codeFor(collection: string): string {
+    const { meta } = this.databases;
+    const existing = meta.get(`code:${collection}`) as string | undefined;
+    if (existing !== undefined) return existing;
+    const code = this.advance('collection_sequence', 1).toString(36);
+    meta.put(`code:${collection}`, code);
+    return code;
+  }
+
+  /** Slices of the segment's chunk, vector and block writes, each small enough for one short transaction. */
+  private *segmentWrites(documents: readonly DocumentToWrite[], segment: string, firstChunk: number, code: string): Generator<() => void> {
+    const { chunks, vectors, blocks } = this.databases;
+    let pending: Array<() => void> = [];
+    const flush = () => {
+      const batch = pending;
+      pending = [];
+      return () => {
+        for (const put of batch) put();
+        this.counters.keys += batch.length;
+      };
+    };
+    let chunk = firstChunk;
+    for (const document of documents) {
+      const { texts, lengths, pages } = document.content;
+      texts.forEach((text, ordinal) => {
+        const number = chunk + ordinal;
+        const page = pages?.[ordinal];
+        pending.push(() => {
+          chunks.put(number, { document_id: document.id, ordinal, text, length: lengths[ordinal] ?? 0, ...(page ? { page } : {}) });
+        });
+        const vector = document.vectors?.[ordinal];
+        if (vector)
+          pending.push(() => vectors.put(vectorKey(code, number), Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength)));
+      });
+      chunk += texts.length;
+      if (pending.length >= SLICE_WRITES) yield flush();
+    }
+    // One block per term for the whole segment: the documents' blocks, in chunk order.
+    const parts = new Map<string, Uint8Array[]>();
+    let shift = 0;
+    for (const document of documents) {
+      const { postings, texts } = document.content;
+      postings.terms.forEach((term, index) => {
+        const block = termBlock(postings, index, shift);
+        const list = parts.get(term);
+        if (list) list.push(block);
+        else parts.set(term, [block]);
+      });
+      shift += texts.length;
+    }
+    for (const term of [...parts.keys()].sort()) {
+      const list = parts.get(term) as Uint8Array[];
+      const block = list.length === 1 ? (list[0] as Uint8Array) : Buffer.concat(list);
+      const value = Buffer.from(block.buffer, block.byteOffset, block.byteLength);
+      pending.push(() => blocks.put(blockKey(segment, term), value));
+      if (pending.length >= SLICE_WRITES) yield flush();
+    }
+    if (pending.length > 0) yield flush();
+  }
+
+  /** Makes the segment and its documents visible, replacing earlier versions (one transaction). */
+  private publish(documents: readonly DocumentToWrite[], segment: string, firstChunk: number): IngestResult[] {
+    const { documents: records, documentTerms, byCollection, collections, segments, meta } = this.databases;
+    const record = segments.get(segment);
+    if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
+    const now = new Date().toISOString();
+    const dfChanges = new Map<string, number>();
+    const results: IngestResult[] = [];
+    let chunk = firstChunk;
+    for (const document of documents) {
+      const existing = records.get(document.id);
+      if (existing) this.remove(existing, dfChanges);
+      const { texts, lengths, postings } = document.content;
+      const counts: number[] = [];
+      postings.terms.forEach((term, index) => {
+        const count = (postings.offsets[index + 1] as number) - (postings.offsets[index] as number);
+        counts.push(count);
+        dfChanges.set(term, (dfChanges.get(term) ?? 0) + count);
+      });
+      records.put(document.id, {
+        id: document.id,
+        key: document.key,
+        title: document.title,
+        url: document.url,
+        collection: document.collection,
+        chunks: texts.length,
+        first_chunk: chunk,
+        chars: document.content.chars,
+        format: document.format,
+        ...(document.pages !== undefined ? { pages: document.pages } : {}),
+        indexed_at: now,
+      } satisfies DocumentRecord);
+      documentTerms.put(document.id, { terms: postings.terms.join('\n'), counts });
+      byCollection.put(`${document.collection}\u0000${document.id}`, 1);
+      const collection = collections.get(document.collection) ?? { documents: 0, chunks: 0 };
+      collections.put(document.collection, { documents: collection.documents + 1, chunks: collection.chunks + texts.length });
+      const corpus = readCorpus(this.databases);
+      let length = 0;
+      for (const value of lengths) length += value;
+      meta.put('corpus', {
+        documents: corpus.documents + 1,
+        chunks: corpus.chunks + texts.length,
+        total_length: corpus.total_length + length,
+        last_indexed: now,
+      } satisfies CorpusRecord);
+      this.counters.keys += 4;
+      results.push({
+        document_id: document.id,
+        collection: document.collection,
+        title: document.title,
+        chunks: texts.length,
+        replaced: existing !== undefined,
+      });
+      chunk += texts.length;
+    }
+    this.applyFrequencies(dfChanges);
+    segments.put(segment, { ...record, state: 'live' });
+    return results;
+  }
+
+  /** Adds `by` to a persisted counter and returns its new value (inside a write transaction). */
+  advance(name: 'chunk_sequence' | 'collection_sequence' | 'segment_sequence', by: number): number {
+    const value = ((this.databases.meta.get(name) as number | undefined) ?? 0) + by;
     this.databases.meta.put(name, value);
-    return value.toString(36);
+    return value;
   }
 }

@@ -1,18 +1,24 @@
 /**
  * The knowledge base: documents in named collections, cut into chunks, indexed for BM25 in LMDB
  * (and for vector search when an embeddings upstream is configured), plus retrieval statistics.
- * This class is the one entry point; the work lives in index-store.ts (layout and records),
- * ingestion.ts (prepare and index), retrieval.ts (ranking) and retrieval-stats.ts (counters).
+ * This class is the one entry point; the work lives in extract-sections.ts and prepare.ts (run in
+ * the worker pool), ingestion.ts (segments written and documents removed), merge.ts (background
+ * merges), index-store.ts (layout and records), retrieval.ts (ranking) and retrieval-stats.ts.
  *
- * Writes run in synchronous LMDB write transactions: lmdb-js asynchronous transaction callbacks
- * never run on this platform (the promise stays pending), and a synchronous transaction is also what
- * makes the read-modify-write of counters safe across worker processes sharing the environment.
+ * A document goes through four stages, reported to whoever asks (the NDJSON upload, the command
+ * line): extracting and chunking in a worker thread, indexing on the main thread in short
+ * transactions, done. Documents ready at the same time are written together as one segment.
  */
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LmdbStorage } from '../store/lmdb.js';
 import type { Embedder } from './embeddings.js';
+import type { DocumentFormat } from './extract.js';
 import {
+  COLLECTION_PATTERN,
+  DEFAULT_COLLECTION,
+  INDEX_VERSION,
+  documentIdFor,
   openRagDatabases,
   summarise,
   type CollectionSummary,
@@ -20,17 +26,14 @@ import {
   type DocumentSummary,
   type RagDatabases,
 } from './index-store.js';
-import {
-  IndexWriter,
-  prepareDocument,
-  type DocumentInput,
-  type IngestResult,
-  type PreparedDocument,
-  type ProgressListener,
-} from './ingestion.js';
+import { IndexWriter, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
+import { SegmentMerger } from './merge.js';
+import { migrateLegacyIndex } from './migrate.js';
+import type { ChunkOptions } from './prepare.js';
 import { retrievePassages, type RetrievalContext } from './retrieval.js';
 import { RetrievalCounters, ragStats, type RagStats } from './retrieval-stats.js';
 import type { Passage, Retriever } from './types.js';
+import { createPreparer, defaultIngestThreads, type Preparer } from './worker-pool.js';
 
 export {
   COLLECTION_PATTERN,
@@ -38,8 +41,36 @@ export {
   type CollectionSummary,
   type DocumentSummary,
 } from './index-store.js';
-export type { DocumentInput, IngestResult, ProgressListener } from './ingestion.js';
+export type { IngestResult } from './ingestion.js';
 export type { RagStats } from './retrieval-stats.js';
+
+/** Documents written together as one segment, at most. */
+const MAX_SEGMENT_DOCUMENTS = 256;
+const MAX_SEGMENT_CHUNKS = 20_000;
+
+export interface DocumentInput {
+  title: string;
+  /** The document's content: text in `format` (plain text by default), or a file's bytes (PDF, Word). */
+  text: string | Uint8Array;
+  url?: string | undefined;
+  collection?: string | undefined;
+  format?: DocumentFormat | undefined;
+  /** Title used when `title` is empty and the document names none itself (a file name). */
+  defaultTitle?: string | undefined;
+  /**
+   * What makes two ingestions "the same document" (default: the url, else the title). The id is
+   * derived from collection + key, so re-ingesting replaces instead of duplicating.
+   */
+  key?: string | undefined;
+  /** How the document is named in errors (a file name); default: its title. */
+  name?: string | undefined;
+}
+
+/** Where one document is: the stages of NDJSON upload progress. */
+export type IngestStage = 'extracting' | 'chunking' | 'indexing';
+
+/** One document's outcome in a batch. */
+export type IngestOutcome = { ok: true; result: IngestResult } | { ok: false; error: ApiError };
 
 export interface KnowledgeBaseOptions {
   chunkSize: number;
@@ -56,24 +87,32 @@ export interface KnowledgeBaseOptions {
   statsFlushMs?: number;
   /** Posting-list length above which a term is only looked up, not scanned (bm25.ts SCAN_LIMIT). */
   scanLimit?: number;
+  /** Worker threads that extract and chunk (0: in-process); default from the core count. */
+  threads?: number;
+  /** Largest text extracted from one document, in bytes (rag.max_extracted_bytes). */
+  maxTextBytes?: number;
 }
 
-/** A document of a batch that could not be ingested: the catalogue error, and which input it was. */
-export class IngestFailure extends ApiError {
-  constructor(
-    readonly index: number,
-    cause: ApiError,
-  ) {
-    super(cause.code, cause.message, { details: cause.details });
-  }
+interface QueuedWrite {
+  document: DocumentToWrite;
+  resolve: (result: IngestResult) => void;
+  reject: (error: unknown) => void;
 }
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB. */
 export class KnowledgeBase implements Retriever {
   private readonly databases: RagDatabases;
   private readonly writer: IndexWriter;
+  private readonly merger: SegmentMerger;
+  private readonly preparer: Preparer;
   private readonly retrieval: RetrievalContext;
   private readonly counters: RetrievalCounters;
+  private readonly chunkOptions: ChunkOptions;
+  private readonly queue: QueuedWrite[] = [];
+  private writing: Promise<void> | undefined;
+  private closed = false;
 
   constructor(
     private readonly storage: LmdbStorage,
@@ -81,8 +120,7 @@ export class KnowledgeBase implements Retriever {
   ) {
     this.databases = openRagDatabases(storage.root);
     const { meta } = this.databases;
-    // The stop-word setting decides which postings exist, so it is fixed at index creation:
-    // deleting a document re-tokenises its chunks and must produce the same terms.
+    // The stop-word setting decides which postings exist, so it is fixed at index creation.
     const settings = meta.get('settings') as { stop_words: boolean } | undefined;
     let stopWords: boolean;
     if (settings) stopWords = settings.stop_words;
@@ -90,7 +128,15 @@ export class KnowledgeBase implements Retriever {
       stopWords = options.stopWords ?? true;
       meta.putSync('settings', { stop_words: stopWords });
     }
-    this.writer = new IndexWriter(this.databases, stopWords);
+    this.chunkOptions = {
+      chunkSize: options.chunkSize,
+      chunkOverlap: options.chunkOverlap,
+      stopWords,
+      maxTextBytes: options.maxTextBytes ?? 16 * 1024 * 1024,
+    };
+    this.writer = new IndexWriter(storage.root, this.databases);
+    this.merger = new SegmentMerger(this.databases, this.writer, yieldToEventLoop, options.logger);
+    this.preparer = createPreparer(options.threads ?? defaultIngestThreads());
     this.retrieval = {
       databases: this.databases,
       stopWords,
@@ -100,6 +146,18 @@ export class KnowledgeBase implements Retriever {
       logger: options.logger,
     };
     this.counters = new RetrievalCounters(storage.root, this.databases, options.statsFlushMs ?? 250);
+    this.merger.recover();
+    this.ready = this.upgrade().then(() => this.merger.schedule());
+  }
+
+  /** Resolves once an index of an earlier layout has been moved over (at once for any other). */
+  readonly ready: Promise<void>;
+
+  private async upgrade(): Promise<void> {
+    const { meta } = this.databases;
+    if (meta.get('index_version') === INDEX_VERSION) return;
+    await migrateLegacyIndex(this.storage.root, this.databases, this.writer, this.chunkOptions, this.options.logger);
+    meta.putSync('index_version', INDEX_VERSION);
   }
 
   /** The retriever kind reported in stats. */
@@ -107,50 +165,104 @@ export class KnowledgeBase implements Retriever {
     return this.options.embedder ? 'hybrid' : 'bm25';
   }
 
-  /** Extracts, chunks, embeds (when configured) and indexes one document, replacing an earlier version. */
-  async add(input: DocumentInput, signal?: AbortSignal): Promise<IngestResult> {
-    const prepared = await prepareDocument(input, this.options, signal);
-    return this.storage.root.transactionSync(() => {
-      const frequencies = new Map<string, number>();
-      const result = this.writer.write(prepared, frequencies);
-      this.writer.applyFrequencies(frequencies);
-      return result;
+  /** Storage work done by ingestion in this process (keys written, transactions). */
+  get writeCounters(): Readonly<WriteCounters> {
+    return this.writer.counters;
+  }
+
+  /** Segments of the lexical index by state (the bench and tests watch merges with it). */
+  segmentCounts(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const { value } of this.databases.segments.getRange()) counts[value.state] = (counts[value.state] ?? 0) + 1;
+    return counts;
+  }
+
+  /** Postings copied by background merges in this process. */
+  get mergedPostings(): number {
+    return this.merger.copiedPostings;
+  }
+
+  /**
+   * Extracts, chunks, embeds (when configured) and indexes one document, replacing an earlier
+   * version. Throws the catalogue error that stopped it; nothing of a failed document stays.
+   */
+  async add(input: DocumentInput, signal?: AbortSignal, onStage?: (stage: IngestStage) => void): Promise<IngestResult> {
+    const collection = input.collection ?? DEFAULT_COLLECTION;
+    if (!COLLECTION_PATTERN.test(collection)) {
+      throw new ApiError('invalid_request', undefined, {
+        details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }],
+      });
+    }
+    await this.ready;
+    const format = input.format ?? 'text';
+    const name = input.name ?? (input.title.trim() || input.defaultTitle || 'The document');
+    onStage?.('extracting');
+    const extracted = await this.preparer.extract({ content: input.text, format, name }, signal);
+    if (!extracted.ok) throw new ApiError(extracted.code, extracted.message, { details: extracted.details });
+    onStage?.('chunking');
+    const prepared = await this.preparer.chunk({ ...this.chunkOptions, sections: extracted.sections, title: extracted.title }, signal);
+    if (!prepared.ok) throw new ApiError(prepared.code, prepared.message, { details: prepared.details });
+    const content = prepared.content;
+    const vectors = this.options.embedder ? await this.options.embedder.embed(content.texts, signal) : undefined;
+    signal?.throwIfAborted();
+    onStage?.('indexing');
+    const title = input.title.trim() || content.title || input.defaultTitle || 'Untitled';
+    const key = input.key ?? input.url ?? title;
+    return this.enqueueWrite({
+      id: documentIdFor(collection, key),
+      key,
+      title,
+      url: input.url,
+      collection,
+      format,
+      content,
+      vectors,
+      pages: extracted.pages,
     });
   }
 
   /**
-   * Indexes many documents, committing in batches of `batchSize` (fewer transactions, and readers
-   * see progress). Calls `onProgress` after each document.
+   * Indexes many documents, `concurrency` at a time; each stands alone (one failing does not stop
+   * the others). Documents ready together are written as one segment. `onProgress` hears every
+   * stage and every outcome, with the input's index.
    */
   async addMany(
-    inputs: DocumentInput[],
-    options: { batchSize?: number; onProgress?: ProgressListener; signal?: AbortSignal } = {},
-  ): Promise<IngestResult[]> {
-    const batchSize = options.batchSize ?? 64;
-    const results: IngestResult[] = [];
-    for (let start = 0; start < inputs.length; start += batchSize) {
-      const batch: PreparedDocument[] = [];
-      for (const [offset, input] of inputs.slice(start, start + batchSize).entries()) {
+    inputs: readonly DocumentInput[],
+    options: {
+      concurrency?: number;
+      onStage?: (index: number, stage: IngestStage) => void;
+      onOutcome?: (index: number, outcome: IngestOutcome) => void;
+      signal?: AbortSignal;
+    } = {},
+  ): Promise<IngestOutcome[]> {
+    const outcomes: IngestOutcome[] = new Array(inputs.length);
+    let next = 0;
+    const run = async () => {
+      while (next < inputs.length) {
+        const index = next;
+        next += 1;
+        let outcome: IngestOutcome;
         try {
-          batch.push(await prepareDocument(input, this.options, options.signal));
+          const result = await this.add(inputs[index] as DocumentInput, options.signal, (stage) => options.onStage?.(index, stage));
+          outcome = { ok: true, result };
         } catch (error) {
-          // Which input failed is what a caller adding many needs to say (the CLI names the file).
-          if (error instanceof ApiError) throw new IngestFailure(start + offset, error);
-          throw error;
+          if (!(error instanceof ApiError) || options.signal?.aborted) throw error;
+          outcome = { ok: false, error };
         }
+        outcomes[index] = outcome;
+        options.onOutcome?.(index, outcome);
       }
-      const written = this.storage.root.transactionSync(() => {
-        const frequencies = new Map<string, number>();
-        const batchResults = batch.map((prepared) => this.writer.write(prepared, frequencies));
-        this.writer.applyFrequencies(frequencies);
-        return batchResults;
-      });
-      for (const result of written) {
-        results.push(result);
-        options.onProgress?.(results.length, inputs.length, result);
-      }
-    }
-    return results;
+    };
+    const concurrency = Math.max(1, Math.min(inputs.length, options.concurrency ?? 64));
+    await Promise.all(Array.from({ length: concurrency }, run));
+    return outcomes;
+  }
+
+  /** Resolves when background merges and clean-up have finished (tests, benches). */
+  async settle(): Promise<void> {
+    await this.ready;
+    while (this.writing) await this.writing;
+    await this.merger.idle();
   }
 
   /** True when the collection holds at least one document. */
@@ -166,7 +278,7 @@ export class KnowledgeBase implements Retriever {
 
   /** Deletes a document; false when no such document (in that collection, when one is named). */
   remove(documentId: string, collection?: string): boolean {
-    return this.storage.root.transactionSync(() => {
+    return this.writer.transaction(() => {
       const document = this.databases.documents.get(documentId);
       if (!document || (collection !== undefined && document.collection !== collection)) return false;
       const frequencies = new Map<string, number>();
@@ -186,7 +298,7 @@ export class KnowledgeBase implements Retriever {
         key.slice(collection.length + 1),
       );
       if (ids.length === 0) return removed;
-      removed += this.storage.root.transactionSync(() => {
+      removed += this.writer.transaction(() => {
         let count = 0;
         const frequencies = new Map<string, number>();
         for (const id of ids) {
@@ -229,6 +341,7 @@ export class KnowledgeBase implements Retriever {
 
   /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
   async retrieve(query: string, options: { topK: number; collection?: string }, signal?: AbortSignal): Promise<Passage[]> {
+    await this.ready;
     const started = performance.now();
     const passages = await retrievePassages(this.retrieval, query, options, signal);
     const elapsedMs = performance.now() - started;
@@ -242,9 +355,15 @@ export class KnowledgeBase implements Retriever {
     this.counters.flush();
   }
 
-  /** Writes pending counters; call before the storage closes. */
-  close(): void {
+  /** Finishes queued writes, stops merging (resumed at the next start), writes pending counters and stops the worker threads. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.ready;
+    while (this.writing) await this.writing;
+    await this.merger.close();
     this.counters.close();
+    await this.preparer.close();
   }
 
   /** The figures of GET /api/chat/rag/stats. */
@@ -252,5 +371,47 @@ export class KnowledgeBase implements Retriever {
     const retriever: RagStats['retriever'] = { kind: this.kind };
     if (this.options.embedder) retriever.embedding_model = this.options.embedder.model;
     return ragStats(this.databases, this.counters, retriever);
+  }
+
+  /** Queues a prepared document; documents queued together are written as one segment. */
+  private enqueueWrite(document: DocumentToWrite): Promise<IngestResult> {
+    if (this.closed) return Promise.reject(new ApiError('unavailable', 'The knowledge base is closing.'));
+    return new Promise<IngestResult>((resolve, reject) => {
+      this.queue.push({ document, resolve, reject });
+      this.writing ??= this.drainWrites().finally(() => {
+        this.writing = undefined;
+      });
+    });
+  }
+
+  private async drainWrites(): Promise<void> {
+    while (this.queue.length > 0) {
+      const collection = (this.queue[0] as QueuedWrite).document.collection;
+      const batch: QueuedWrite[] = [];
+      let chunks = 0;
+      for (let index = 0; index < this.queue.length && batch.length < MAX_SEGMENT_DOCUMENTS; ) {
+        const queued = this.queue[index] as QueuedWrite;
+        const size = queued.document.content.texts.length;
+        if (queued.document.collection !== collection || (batch.length > 0 && chunks + size > MAX_SEGMENT_CHUNKS)) {
+          index += 1;
+          continue;
+        }
+        batch.push(queued);
+        chunks += size;
+        this.queue.splice(index, 1);
+      }
+      try {
+        const results = await this.writer.write(
+          batch.map((queued) => queued.document),
+          yieldToEventLoop,
+        );
+        batch.forEach((queued, index) => {
+          queued.resolve(results[index] as IngestResult);
+        });
+      } catch (error) {
+        for (const queued of batch) queued.reject(error);
+      }
+      this.merger.schedule();
+    }
   }
 }

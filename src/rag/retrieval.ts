@@ -4,7 +4,7 @@
  * turned into passages with their document's title and url.
  */
 import type { Logger } from '../logger.js';
-import { scoreBm25, type LexicalHit } from './bm25.js';
+import { scoreBm25, type LexicalHit, type SegmentView } from './bm25.js';
 import type { Embedder } from './embeddings.js';
 import { chunkIdFor, readCorpus, type DocumentRecord, type RagDatabases } from './index-store.js';
 import { round } from './round.js';
@@ -26,8 +26,19 @@ export interface RetrievalContext {
 }
 
 interface VectorHit {
-  chunkId: string;
+  chunk: number;
   similarity: number;
+}
+
+/** The segments a query reads: live ones (and those being merged, until the merge swaps them out), of one collection or all. */
+function searchableSegments(databases: RagDatabases, code: string | undefined): SegmentView[] {
+  const views: SegmentView[] = [];
+  for (const { key, value } of databases.segments.getRange()) {
+    if (value.state !== 'live' && value.state !== 'merging') continue;
+    if (code !== undefined && value.code !== code) continue;
+    views.push({ key, first: value.first_chunk, span: value.span });
+  }
+  return views;
 }
 
 /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
@@ -42,14 +53,19 @@ export async function retrievePassages(
   const candidatesWanted = Math.max(50, topK * 4);
   const corpus = readCorpus(databases);
   // An unknown collection has no code: nothing can match, but the query still counts.
-  const code = options.collection === undefined ? undefined : databases.collections.get(options.collection)?.code;
+  const code =
+    options.collection === undefined || !databases.collections.doesExist(options.collection)
+      ? undefined
+      : (databases.meta.get(`code:${options.collection}`) as string | undefined);
   const searchable = corpus.chunks > 0 && (options.collection === undefined || code !== undefined);
+  const isLive = (chunk: number) => databases.chunks.doesExist(chunk);
   const lexical = searchable
     ? scoreBm25(
-        { postings: databases.postings, terms: databases.terms },
+        { blocks: databases.blocks, df: databases.df },
+        searchableSegments(databases, code),
         tokenize(query, { stopWords: context.stopWords }),
         { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
-        { collection: code, limit: candidatesWanted, scanLimit: context.scanLimit },
+        { limit: candidatesWanted, scanLimit: context.scanLimit, isLive },
       )
     : [];
 
@@ -70,7 +86,7 @@ export async function retrievePassages(
   const passages: Passage[] = [];
   const titles = new Map<string, DocumentRecord | undefined>();
   for (const hit of ranked) {
-    const chunk = databases.chunks.get(hit.chunkId);
+    const chunk = databases.chunks.get(hit.chunk);
     if (!chunk) continue;
     if (!titles.has(chunk.document_id)) titles.set(chunk.document_id, databases.documents.get(chunk.document_id));
     const document = titles.get(chunk.document_id);
@@ -82,30 +98,31 @@ export async function retrievePassages(
       url: document.url,
       text: chunk.text,
       score: round(hit.score, 6),
+      ...(chunk.page !== undefined ? { page: chunk.page } : {}),
     });
   }
   return passages;
 }
 
 /** Ranks by BM25 alone, or by reciprocal rank fusion of both lists; drops results under the threshold. */
-function fuse(lexical: LexicalHit[], vectorHits: VectorHit[], minScore: number): Array<{ chunkId: string; score: number }> {
+function fuse(lexical: LexicalHit[], vectorHits: VectorHit[], minScore: number): Array<{ chunk: number; score: number }> {
   if (vectorHits.length === 0) {
-    return lexical.filter((hit) => hit.score >= minScore).map((hit) => ({ chunkId: hit.chunkId, score: hit.score }));
+    return lexical.filter((hit) => hit.score >= minScore).map((hit) => ({ chunk: hit.chunk, score: hit.score }));
   }
-  const fused = new Map<string, { score: number; relevant: boolean }>();
+  const fused = new Map<number, { score: number; relevant: boolean }>();
   lexical.forEach((hit, rank) => {
-    fused.set(hit.chunkId, { score: 1 / (RRF_K + rank + 1), relevant: hit.score >= minScore });
+    fused.set(hit.chunk, { score: 1 / (RRF_K + rank + 1), relevant: hit.score >= minScore });
   });
   vectorHits.forEach((hit, rank) => {
-    const entry = fused.get(hit.chunkId) ?? { score: 0, relevant: false };
+    const entry = fused.get(hit.chunk) ?? { score: 0, relevant: false };
     entry.score += 1 / (RRF_K + rank + 1);
     entry.relevant ||= hit.similarity >= minScore;
-    fused.set(hit.chunkId, entry);
+    fused.set(hit.chunk, entry);
   });
   return [...fused]
     .filter(([, entry]) => entry.relevant)
-    .map(([chunkId, entry]) => ({ chunkId, score: entry.score }))
-    .sort((left, right) => right.score - left.score || (left.chunkId < right.chunkId ? -1 : 1));
+    .map(([chunk, entry]) => ({ chunk, score: entry.score }))
+    .sort((left, right) => right.score - left.score || left.chunk - right.chunk);
 }
 
 /** Exact cosine similarity over the stored unit vectors of one collection (or all). */
@@ -122,8 +139,8 @@ function vectorSearch(databases: RagDatabases, query: Float32Array, code: string
     let similarity = 0;
     for (let index = 0; index < vector.length; index += 1) similarity += vector[index]! * query[index]!;
     if (best.length === limit && similarity <= best[best.length - 1]!.similarity) continue;
-    const chunkId = key.slice(key.indexOf('\u0000') + 1);
-    insertSorted(best, { chunkId, similarity }, limit);
+    const chunk = Number(key.slice(key.indexOf('\u0000') + 1));
+    insertSorted(best, { chunk, similarity }, limit);
   }
   return best;
 }

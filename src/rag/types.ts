@@ -6,6 +6,8 @@ export interface Passage {
   url: string | undefined;
   text: string;
   score: number;
+  /** The PDF page the passage comes from. */
+  page?: number;
 }
 
 export interface Retriever {

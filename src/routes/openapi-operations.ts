@@ -10,7 +10,7 @@ import { ImageBodySchema } from '../images/request.js';
 import { adminBodySchemas } from './admin.js';
 import { CreateKeyBody } from './keys.js';
 import * as replies from './openapi-replies.js';
-import { IngestBody } from './rag.js';
+import { IngestBody } from './rag-upload.js';
 import { EmbeddingsSchema } from './v1.js';
 import { CompletionRequestSchema } from './v1-request.js';
 

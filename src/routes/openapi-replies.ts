@@ -41,6 +41,7 @@ const Source = v.object({
   kind: v.picklist(['document', 'web']),
   title: Str,
   url: v.optional(Str),
+  page: v.optional(Int),
   snippet: Str,
 });
 const SearchSummary = v.object({ provider: Str, query: Str, result_count: Int });

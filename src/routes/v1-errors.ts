@@ -16,6 +16,7 @@ const OPENAI_TYPES: Record<ErrorCode, string> = {
   conflict: 'invalid_request_error',
   payload_too_large: 'invalid_request_error',
   unsupported_media_type: 'invalid_request_error',
+  unprocessable_document: 'invalid_request_error',
   quota_exceeded: 'insufficient_quota',
   concurrency_limit: 'rate_limit_error',
   internal: 'server_error',

@@ -17,7 +17,7 @@ export class LmdbStorage implements Storage {
     mkdirSync(path, { recursive: true });
     // noSubdir: false because lmdb-js otherwise treats a directory whose name has a dot
     // (`/tmp/tmp.x1Y`, `./data.v2`) as a single database file and fails to open it.
-    this.root = open({ path, noSubdir: false, maxDbs: 32, compression: false, mapSize: 8 * 1024 ** 3 });
+    this.root = open({ path, noSubdir: false, maxDbs: 64, compression: false, mapSize: 8 * 1024 ** 3 });
     if (this.root.get(META_CREATED) === undefined) this.root.putSync(META_CREATED, new Date().toISOString());
   }
 

@@ -1,0 +1,280 @@
+/**
+ * Background upkeep of the segmented index: merging and clean-up.
+ *
+ * Merging is tiered: a segment's tier grows with the log of its posting count, and once a
+ * collection has MERGE_FACTOR live segments in one tier, the oldest of them are merged into one
+ * segment of the next tier. A posting is therefore copied about log_8(N) times over the life of
+ * an index of N postings, and a term is read from a few dozen blocks at most. The merge streams
+ * the old segments' blocks in term order, drops the postings of deleted chunks, writes the new
+ * segment in bounded transactions and swaps it in with one; queries keep reading the old
+ * segments until the swap. Retired and abandoned segments are then removed a slice at a time.
+ * Every step yields to the event loop between transactions.
+ */
+import type { Logger } from '../logger.js';
+import { blockKey, segmentKeyFor, vectorKey, type RagDatabases, type SegmentRecord } from './index-store.js';
+import type { IndexWriter } from './ingestion.js';
+import { entryCount, mergeBlocks } from './postings.js';
+
+/** Segments merged at once, and the size ratio between tiers. */
+export const MERGE_FACTOR = 8;
+/** Segments below this many postings are tier 0. */
+const TIER_BASE = 16_384;
+/** Blocks read per segment per slice, and keys written or removed per transaction. */
+const READ_SLICE = 512;
+const WRITE_SLICE = 4000;
+
+/** The tier of a segment of `postings` postings. */
+export function tierOf(postings: number): number {
+  return postings < TIER_BASE ? 0 : Math.floor(Math.log(postings / TIER_BASE) / Math.log(MERGE_FACTOR)) + 1;
+}
+
+interface Named {
+  key: string;
+  record: SegmentRecord;
+}
+
+/** A segment's blocks read in term order, a slice at a time (no read transaction outlives a slice). */
+class BlockCursor {
+  private buffer: Array<{ term: string; block: Buffer }> = [];
+  private resume: string;
+  private exhausted = false;
+
+  constructor(
+    private readonly databases: RagDatabases,
+    readonly segment: Named,
+  ) {
+    this.resume = blockKey(segment.key, '');
+  }
+
+  /** The next term, reading a slice when the buffer is empty; undefined at the end. */
+  head(): { term: string; block: Buffer } | undefined {
+    if (this.buffer.length === 0 && !this.exhausted) {
+      const end = `${this.segment.key}\u0001`;
+      for (const { key, value } of this.databases.blocks.getRange({ start: this.resume, end, limit: READ_SLICE })) {
+        this.buffer.push({ term: key.slice(this.segment.key.length + 1), block: Buffer.from(value) });
+        this.resume = `${key}\u0000`;
+      }
+      if (this.buffer.length < READ_SLICE) this.exhausted = true;
+      this.buffer.reverse();
+    }
+    return this.buffer[this.buffer.length - 1];
+  }
+
+  pop(): void {
+    this.buffer.pop();
+  }
+}
+
+/** True when a process with this id is running (a crashed writer's work can then be reclaimed). */
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Runs merges and clean-up in the background, one pass at a time. */
+export class SegmentMerger {
+  private running: Promise<void> | undefined;
+  private again = false;
+  private closed = false;
+  /** Postings copied by merges (the bench's write amplification figure). */
+  copiedPostings = 0;
+
+  constructor(
+    private readonly databases: RagDatabases,
+    private readonly writer: IndexWriter,
+    private readonly yieldBetween: () => Promise<void>,
+    private readonly logger?: Logger | undefined,
+  ) {}
+
+  /** Starts a pass when none runs (another is queued when one does). */
+  schedule(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.loop().finally(() => {
+      this.running = undefined;
+    });
+  }
+
+  /** Resolves when no pass is running or queued. */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  /** Stops after the current step; what is left is picked up at the next start. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.idle();
+  }
+
+  /**
+   * Reclaims what crashed processes left: segments they were building are abandoned (an ingestion's)
+   * or retired (a merge's), segments they were merging are live again.
+   */
+  recover(): void {
+    this.writer.transaction(() => {
+      for (const { key, value } of this.databases.segments.getRange()) {
+        if (processAlive(value.pid)) continue;
+        if (value.state === 'building')
+          this.databases.segments.put(key, { ...value, state: value.origin === 'ingest' ? 'abandoned' : 'retired' });
+        else if (value.state === 'merging') this.databases.segments.put(key, { ...value, state: 'live' });
+      }
+    });
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      do {
+        this.again = false;
+        while (!this.closed && (await this.mergeOnce())) {
+          // Merge until no tier is full.
+        }
+        await this.sweep();
+      } while (this.again && !this.closed);
+    } catch (error) {
+      this.logger?.error({ err: error }, 'knowledge-base merge failed; it is retried on the next write');
+    }
+  }
+
+  /** Picks a full tier and merges it; false when there is nothing to merge. */
+  private async mergeOnce(): Promise<boolean> {
+    const picked = this.writer.transaction(() => this.pick());
+    if (!picked) return false;
+    const { target, sources } = picked;
+    const first = target.record.first_chunk;
+    const dropped = new Set<number>();
+    const dead = new Set<number>();
+    for (const source of sources) {
+      const start = source.record.first_chunk;
+      for (const chunk of this.databases.dead.getKeys({ start, end: start + source.record.span })) dead.add(chunk);
+    }
+    const cursors = sources.map((source) => new BlockCursor(this.databases, source));
+    let postings = 0;
+    let pending: Array<[string, Buffer]> = [];
+    const write = () => {
+      const batch = pending;
+      pending = [];
+      this.writer.transaction(() => {
+        for (const [key, block] of batch) this.databases.blocks.put(key, block);
+      });
+    };
+    for (;;) {
+      if (this.closed) return false;
+      let term: string | undefined;
+      for (const cursor of cursors) {
+        const head = cursor.head();
+        if (head && (term === undefined || head.term < term)) term = head.term;
+      }
+      if (term === undefined) break;
+      const parts: Array<{ block: Uint8Array; shift: number; first: number }> = [];
+      for (const cursor of cursors) {
+        const head = cursor.head();
+        if (head?.term !== term) continue;
+        const start = cursor.segment.record.first_chunk;
+        parts.push({ block: head.block, shift: start - first, first: start });
+        cursor.pop();
+      }
+      const merged = mergeBlocks(parts, dead, dropped);
+      const count = entryCount(merged);
+      if (count > 0) {
+        postings += count;
+        pending.push([blockKey(target.key, term), Buffer.from(merged.buffer, merged.byteOffset, merged.byteLength)]);
+      }
+      if (pending.length >= WRITE_SLICE) {
+        write();
+        await this.yieldBetween();
+      }
+    }
+    if (pending.length > 0) write();
+    this.copiedPostings += postings;
+    this.writer.transaction(() => {
+      const { segments, dead: deadDb } = this.databases;
+      const current = segments.get(target.key);
+      if (current?.state !== 'building') return;
+      segments.put(target.key, { ...current, postings, state: 'live' });
+      for (const source of sources) segments.put(source.key, { ...source.record, state: 'retired' });
+      for (const chunk of dropped) deadDb.remove(chunk);
+    });
+    await this.yieldBetween();
+    return true;
+  }
+
+  /** The oldest MERGE_FACTOR live segments of a full tier, marked as merging, and the segment they become. */
+  private pick(): { target: Named; sources: Named[] } | undefined {
+    const { segments } = this.databases;
+    const tiers = new Map<string, Named[]>();
+    for (const { key, value } of segments.getRange()) {
+      if (value.state !== 'live') continue;
+      const group = `${value.code}\u0000${tierOf(value.postings)}`;
+      const list = tiers.get(group) ?? [];
+      list.push({ key, record: value });
+      tiers.set(group, list);
+    }
+    for (const list of tiers.values()) {
+      if (list.length < MERGE_FACTOR) continue;
+      const sources = list.slice(0, MERGE_FACTOR);
+      let first = Number.POSITIVE_INFINITY;
+      let end = 0;
+      let postings = 0;
+      for (const source of sources) {
+        first = Math.min(first, source.record.first_chunk);
+        end = Math.max(end, source.record.first_chunk + source.record.span);
+        postings += source.record.postings;
+        segments.put(source.key, { ...source.record, state: 'merging', pid: process.pid });
+      }
+      const key = segmentKeyFor(this.writer.advance('segment_sequence', 1));
+      const record: SegmentRecord = {
+        state: 'building',
+        origin: 'merge',
+        code: (sources[0] as Named).record.code,
+        first_chunk: first,
+        span: end - first,
+        postings,
+        pid: process.pid,
+      };
+      segments.put(key, record);
+      return { target: { key, record }, sources };
+    }
+    return undefined;
+  }
+
+  /** Removes retired segments' blocks, and abandoned ingestions' chunks too, a slice at a time. */
+  private async sweep(): Promise<void> {
+    const { segments, blocks, chunks, vectors } = this.databases;
+    const doomed = Array.from(segments.getRange(), ({ key, value }) => ({ key, record: value })).filter(
+      ({ record }) => record.state === 'retired' || record.state === 'abandoned',
+    );
+    for (const { key, record } of doomed) {
+      for (;;) {
+        if (this.closed) return;
+        const keys = Array.from(blocks.getKeys({ start: blockKey(key, ''), end: `${key}\u0001`, limit: WRITE_SLICE }));
+        if (keys.length === 0) break;
+        this.writer.transaction(() => {
+          for (const blockKeyToRemove of keys) blocks.remove(blockKeyToRemove);
+        });
+        await this.yieldBetween();
+      }
+      if (record.state === 'abandoned') {
+        // An ingestion that never published owns its chunk numbers: nothing else refers to them.
+        for (let start = record.first_chunk; start < record.first_chunk + record.span; start += WRITE_SLICE) {
+          const end = Math.min(record.first_chunk + record.span, start + WRITE_SLICE);
+          this.writer.transaction(() => {
+            for (let chunk = start; chunk < end; chunk += 1) {
+              chunks.remove(chunk);
+              vectors.remove(vectorKey(record.code, chunk));
+            }
+          });
+          await this.yieldBetween();
+        }
+      }
+      this.writer.transaction(() => segments.remove(key));
+    }
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Posting blocks: the postings of one term within one segment, as fixed-width binary entries
+ * sorted by chunk. An entry is 8 bytes: the chunk's offset from the segment's first chunk (u32),
+ * the term's frequency in the chunk (u16) and the chunk's token length (u16), little-endian.
+ * Fixed width lets a lookup binary-search a block without decoding it. Pure code, no storage:
+ * worker threads build blocks, the index writer stores them as they are.
+ */
+import { termFrequencies } from './tokenize.js';
+
+export const ENTRY_BYTES = 8;
+const U16_MAX = 0xffff;
+
+/** One document's postings: for terms[i], the entries from offsets[i] to offsets[i + 1] of `entries`. */
+export interface DocumentPostings {
+  /** Distinct terms, sorted (the order blocks are stored in). */
+  terms: string[];
+  /** Entry offsets per term, terms.length + 1 long. */
+  offsets: Uint32Array;
+  /** The entries, chunk offsets relative to the document's first chunk. */
+  entries: Uint8Array;
+}
+
+/** Token lengths of the chunks, and the document's postings, from the chunks' text. */
+export function buildPostings(chunks: readonly string[], stopWords: boolean): { lengths: number[]; postings: DocumentPostings } {
+  const perTerm = new Map<string, number[]>();
+  const lengths: number[] = [];
+  let entryCount = 0;
+  chunks.forEach((text, ordinal) => {
+    const frequencies = termFrequencies(text, { stopWords });
+    let length = 0;
+    for (const count of frequencies.values()) length += count;
+    lengths.push(length);
+    for (const [term, tf] of frequencies) {
+      let list = perTerm.get(term);
+      if (!list) {
+        list = [];
+        perTerm.set(term, list);
+      }
+      list.push(ordinal, tf);
+      entryCount += 1;
+    }
+  });
+  const terms = [...perTerm.keys()].sort();
+  const offsets = new Uint32Array(terms.length + 1);
+  const entries = new Uint8Array(entryCount * ENTRY_BYTES);
+  const view = new DataView(entries.buffer);
+  let entry = 0;
+  terms.forEach((term, index) => {
+    offsets[index] = entry;
+    const list = perTerm.get(term) as number[];
+    for (let at = 0; at < list.length; at += 2) {
+      const ordinal = list[at] as number;
+      writeEntry(view, entry, ordinal, list[at + 1] as number, lengths[ordinal] as number);
+      entry += 1;
+    }
+  });
+  offsets[terms.length] = entry;
+  return { lengths, postings: { terms, offsets, entries } };
+}
+
+function writeEntry(view: DataView, entry: number, offset: number, tf: number, length: number): void {
+  const at = entry * ENTRY_BYTES;
+  view.setUint32(at, offset, true);
+  view.setUint16(at + 4, Math.min(tf, U16_MAX), true);
+  view.setUint16(at + 6, Math.min(length, U16_MAX), true);
+}
+
+/** The block of terms[index] in `postings`, its chunk offsets moved by `shift`. */
+export function termBlock(postings: DocumentPostings, index: number, shift: number): Uint8Array {
+  const start = (postings.offsets[index] as number) * ENTRY_BYTES;
+  const end = (postings.offsets[index + 1] as number) * ENTRY_BYTES;
+  const block = postings.entries.slice(start, end);
+  if (shift !== 0) shiftBlock(block, shift);
+  return block;
+}
+
+/** Adds `shift` to every chunk offset of a block, in place. */
+export function shiftBlock(block: Uint8Array, shift: number): void {
+  const view = new DataView(block.buffer, block.byteOffset, block.byteLength);
+  for (let at = 0; at < block.byteLength; at += ENTRY_BYTES) view.setUint32(at, view.getUint32(at, true) + shift, true);
+}
+
+/** Number of entries in a block. */
+export function entryCount(block: Uint8Array): number {
+  return block.byteLength / ENTRY_BYTES;
+}
+
+/** A reader over one block's entries. */
+export class BlockReader {
+  private readonly view: DataView;
+  readonly count: number;
+
+  constructor(block: Uint8Array) {
+    this.view = new DataView(block.buffer, block.byteOffset, block.byteLength);
+    this.count = block.byteLength / ENTRY_BYTES;
+  }
+
+  offset(entry: number): number {
+    return this.view.getUint32(entry * ENTRY_BYTES, true);
+  }
+
+  tf(entry: number): number {
+    return this.view.getUint16(entry * ENTRY_BYTES + 4, true);
+  }
+
+  length(entry: number): number {
+    return this.view.getUint16(entry * ENTRY_BYTES + 6, true);
+  }
+
+  /** The entry of a chunk offset, or -1 (binary search: entries are sorted by offset). */
+  find(offset: number): number {
+    let low = 0;
+    let high = this.count - 1;
+    while (low <= high) {
+      const middle = (low + high) >>> 1;
+      const value = this.offset(middle);
+      if (value === offset) return middle;
+      if (value < offset) low = middle + 1;
+      else high = middle - 1;
+    }
+    return -1;
+  }
+}
+
+/**
+ * Concatenates blocks of consecutive segments into one block of a merged segment: each part's
+ * offsets are moved by its shift, entries whose chunk is dead are dropped (and their chunks noted
+ * in `dropped`). Parts must be in
+ * chunk order (segments are merged in the order they were written).
+ */
+export function mergeBlocks(
+  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+  dead: ReadonlySet<number>,
+  dropped: Set<number>,
+): Uint8Array {
+  let total = 0;
+  for (const part of parts) total += part.block.byteLength;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  let entry = 0;
+  for (const part of parts) {
+    const reader = new BlockReader(part.block);
+    for (let index = 0; index < reader.count; index += 1) {
+      const offset = reader.offset(index);
+      if (dead.size > 0 && dead.has(part.first + offset)) {
+        dropped.add(part.first + offset);
+        continue;
+      }
+      writeEntry(view, entry, offset + part.shift, reader.tf(index), reader.length(index));
+      entry += 1;
+    }
+  }
+  return out.subarray(0, entry * ENTRY_BYTES);
+}

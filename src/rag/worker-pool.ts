@@ -1,0 +1,43 @@
+/**
+ * The pool of worker threads that extracts, chunks and tokenises documents (piscina), so the
+ * event loop keeps answering chat and /health while documents go in. With zero threads the same
+ * work runs in-process (the command line's small jobs, and measurements of the difference).
+ */
+import { availableParallelism } from 'node:os';
+import { Piscina } from 'piscina';
+import { extractSections, type ExtractOutcome, type ExtractTask } from './extract-sections.js';
+import { prepareSections, type ChunkTask, type PrepareOutcome } from './prepare.js';
+
+export interface Preparer {
+  extract(task: ExtractTask, signal?: AbortSignal): Promise<ExtractOutcome>;
+  chunk(task: ChunkTask, signal?: AbortSignal): Promise<PrepareOutcome>;
+  close(): Promise<void>;
+}
+
+/** Threads when none are configured: one per core but one, at most four. */
+export function defaultIngestThreads(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1));
+}
+
+/** A preparer on `threads` worker threads, or in-process when `threads` is 0. */
+export function createPreparer(threads: number): Preparer {
+  if (threads === 0) {
+    return {
+      extract: async (task) => extractSections(task),
+      chunk: async (task) => prepareSections(task.sections, task.title, task),
+      close: async () => {},
+    };
+  }
+  const pool = new Piscina({
+    filename: new URL('./ingest-worker.js', import.meta.url).href,
+    minThreads: 0,
+    maxThreads: threads,
+    // Threads stop when idle, so a server that ingests nothing holds no extra memory.
+    idleTimeout: 30_000,
+  });
+  return {
+    extract: (task, signal) => pool.run(task, { name: 'extract', signal }) as Promise<ExtractOutcome>,
+    chunk: (task, signal) => pool.run(task, { name: 'chunk', signal }) as Promise<PrepareOutcome>,
+    close: () => pool.destroy(),
+  };
+}

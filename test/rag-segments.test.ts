@@ -1,0 +1,226 @@
+/**
+ * The segmented index on a real LMDB environment: ingestion costs storage writes in proportion to
+ * the text, whatever the document's size or the index's; deleting and replacing documents leaves
+ * BM25 figures exactly those of an index built from scratch; merges keep the segment count bounded
+ * without changing a result; and what a crashed ingestion left behind is swept at the next start.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { KnowledgeBase, type DocumentInput } from '../src/rag/knowledge-base.js';
+import { LmdbStorage } from '../src/store/lmdb.js';
+
+const directories: string[] = [];
+after(() => {
+  for (const directory of directories) rmSync(directory, { recursive: true, force: true });
+});
+
+function openIndex(directory?: string): { knowledge: KnowledgeBase; storage: LmdbStorage; directory: string } {
+  const dir = directory ?? mkdtempSync(join(tmpdir(), 'colloquy-segments-'));
+  if (!directory) directories.push(dir);
+  const storage = new LmdbStorage(dir);
+  const knowledge = new KnowledgeBase(storage, { chunkSize: 800, chunkOverlap: 100, minScore: 0, threads: 0 });
+  return { knowledge, storage, directory: dir };
+}
+
+/** Deterministic prose-like text of about `bytes` bytes drawn from a Zipf-shaped vocabulary. */
+function text(bytes: number, seed: number): string {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
+    return state / 4_294_967_296;
+  };
+  const words: string[] = [];
+  let length = 0;
+  while (length < bytes) {
+    const word = `w${Math.floor(next() ** 3 * 5000).toString(36)}x`;
+    words.push(word);
+    length += word.length + 1;
+    if (words.length % 14 === 0) words.push('.\n');
+    if (words.length % 150 === 0) words.push('\n\n');
+  }
+  return words.join(' ');
+}
+
+async function close(index: { knowledge: KnowledgeBase; storage: LmdbStorage }): Promise<void> {
+  await index.knowledge.close();
+  await index.storage.close();
+}
+
+describe('the segmented knowledge-base index', () => {
+  it('writes no more storage keys per byte for a large document than for a small one', async () => {
+    const index = openIndex();
+    const perKilobyte: number[] = [];
+    for (const [position, kilobytes] of [25, 50, 100, 200, 400].entries()) {
+      const before = index.knowledge.writeCounters.keys;
+      await index.knowledge.add({ title: `doc ${kilobytes}`, text: text(kilobytes * 1024, position + 1) });
+      perKilobyte.push((index.knowledge.writeCounters.keys - before) / kilobytes);
+    }
+    // Flat or falling: a larger document shares more terms between its chunks, so it needs fewer blocks per byte.
+    const largest = perKilobyte[perKilobyte.length - 1] as number;
+    assert.ok(largest <= (perKilobyte[0] as number) * 1.1, `keys per KB: ${perKilobyte.map((value) => value.toFixed(1)).join(', ')}`);
+    assert.ok(perKilobyte.every((value, position) => position === 0 || value <= (perKilobyte[position - 1] as number) * 1.1));
+    await close(index);
+  });
+
+  it('writes the same keys for a document whatever the size of the index it joins', async () => {
+    const index = openIndex();
+    const document = text(40 * 1024, 7);
+    const costs: number[] = [];
+    let filler = 0;
+    for (const target of [0, 200, 800, 3200]) {
+      while ((index.knowledge.stats().chunks ?? 0) < target) {
+        const batch: DocumentInput[] = Array.from({ length: 20 }, () => {
+          filler += 1;
+          return { title: `filler ${filler}`, text: text(4 * 1024, 1000 + filler) };
+        });
+        await index.knowledge.addMany(batch);
+      }
+      await index.knowledge.settle();
+      const before = index.knowledge.writeCounters.keys;
+      await index.knowledge.add({ title: `probe at ${target}`, text: document });
+      costs.push(index.knowledge.writeCounters.keys - before);
+    }
+    const ratio = Math.max(...costs) / Math.min(...costs);
+    assert.ok(ratio < 1.2, `keys per probe document: ${costs.join(', ')}`);
+    await close(index);
+  });
+
+  it('keeps BM25 scores and statistics exact through deletes, replacements and merges', async () => {
+    const live = openIndex();
+    const fresh = openIndex();
+    const versions = new Map<string, string>();
+    for (let number = 0; number < 40; number += 1) {
+      const title = `doc ${number % 24}`;
+      const body = text(3 * 1024, 50 + number);
+      versions.set(title, body);
+      // Separate adds: many small segments, so merges run.
+      await live.knowledge.add({ title, text: body, collection: number % 2 === 0 ? 'even' : 'odd' });
+    }
+    for (const title of ['doc 3', 'doc 8', 'doc 15']) {
+      const id = live.knowledge.list({ limit: 100 }).find((document) => document.title === title)?.document_id;
+      assert.ok(id);
+      assert.equal(live.knowledge.remove(id), true);
+      versions.delete(title);
+    }
+    await live.knowledge.settle();
+    // The same final documents, in the same collections, written once into an empty index.
+    const collectionOf = new Map(live.knowledge.list({ limit: 100 }).map((document) => [document.title, document.collection]));
+    await fresh.knowledge.addMany(
+      [...versions].map(([title, body]) => ({ title, text: body, collection: collectionOf.get(title) as string })),
+    );
+    await fresh.knowledge.settle();
+    const liveStats = live.knowledge.stats();
+    const freshStats = fresh.knowledge.stats();
+    assert.deepEqual([liveStats.documents, liveStats.chunks], [freshStats.documents, freshStats.chunks]);
+    assert.deepEqual(live.knowledge.collections(), fresh.knowledge.collections());
+    for (const query of ['w1x w2x', 'w10x w3x w77x', 'w5x', 'w1ax w4x w1x', 'w2bx']) {
+      for (const collection of [undefined, 'even', 'odd']) {
+        const options = collection === undefined ? { topK: 8 } : { topK: 8, collection };
+        const got = await live.knowledge.retrieve(query, options);
+        const want = await fresh.knowledge.retrieve(query, options);
+        const where = `${query} in ${collection ?? 'every collection'}`;
+        assert.ok(got.length > 0, where);
+        assert.deepEqual(
+          got.map((passage) => passage.score),
+          want.map((passage) => passage.score),
+          where,
+        );
+        // Equal scores are ordered by chunk number, which differs between the two indexes: compare as sets.
+        const passages = (list: typeof got) => list.map((passage) => `${passage.score} ${passage.title} ${passage.text}`).sort();
+        const last = got.at(-1)?.score;
+        const above = (list: typeof got) => passages(list.filter((passage) => passage.score !== last));
+        assert.deepEqual(above(got), above(want), where);
+      }
+    }
+    const segments = live.knowledge.segmentCounts();
+    assert.ok(live.knowledge.mergedPostings > 0, 'merges ran');
+    assert.ok((segments.live ?? 0) < 16, `segments after merging: ${JSON.stringify(segments)}`);
+    assert.equal(segments.retired ?? 0, 0, 'merged-away segments were swept');
+    await close(live);
+    await close(fresh);
+  });
+
+  it('sweeps a segment a crashed ingestion left unpublished at the next start', async () => {
+    const first = openIndex();
+    await first.knowledge.add({ title: 'kept', text: text(2048, 3) });
+    // What a process killed between its segment writes and its publish leaves: a building segment.
+    first.storage.root.transactionSync(() => {
+      const segments = first.storage.root.openDB({ name: 'rag-segments' });
+      const chunks = first.storage.root.openDB({ name: 'rag-chunk-text' });
+      const blocks = first.storage.root.openDB({ name: 'rag-blocks', encoding: 'binary' });
+      segments.put('zzzzzzzz', {
+        state: 'building',
+        origin: 'ingest',
+        code: '1',
+        first_chunk: 900_000,
+        span: 1,
+        postings: 1,
+        pid: 2 ** 22 + 7,
+      });
+      chunks.put(900_000, { document_id: 'doc_x', ordinal: 0, text: 'orphan', length: 1 });
+      blocks.put('zzzzzzzz\u0000orphan', Buffer.alloc(8));
+    });
+    await close(first);
+    const second = openIndex(first.directory);
+    await second.knowledge.settle();
+    assert.deepEqual(second.knowledge.segmentCounts(), { live: 1 });
+    assert.equal(second.storage.root.openDB({ name: 'rag-chunk-text' }).get(900_000), undefined);
+    assert.equal((await second.knowledge.retrieve('orphan', { topK: 3 })).length, 0);
+    assert.equal((await second.knowledge.retrieve('w1x', { topK: 3 }))[0]?.title, 'kept');
+    await close(second);
+  });
+
+  it('moves an index written in the earlier layout (one key per posting) over, keeping ids and text', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'colloquy-segments-'));
+    directories.push(directory);
+    const storage = new LmdbStorage(directory);
+    // What earlier versions stored: documents with chunk keys, chunk records, collection codes, totals.
+    storage.root.transactionSync(() => {
+      storage.root.openDB({ name: 'rag-documents' }).put('doc_00000000000000000000abcd', {
+        id: 'doc_00000000000000000000abcd',
+        key: 'Greenhouse',
+        title: 'Greenhouse',
+        url: undefined,
+        collection: 'garden',
+        chunks: 2,
+        chunk_keys: ['1', '2'],
+        chars: 60,
+        format: 'text',
+        indexed_at: '2026-01-01T00:00:00.000Z',
+      });
+      const chunks = storage.root.openDB({ name: 'rag-chunks' });
+      chunks.put('1', {
+        document_id: 'doc_00000000000000000000abcd',
+        collection: 'garden',
+        ordinal: 0,
+        text: 'Tomatoes are watered daily.',
+        length: 3,
+      });
+      chunks.put('2', {
+        document_id: 'doc_00000000000000000000abcd',
+        collection: 'garden',
+        ordinal: 1,
+        text: 'Orchids are misted weekly.',
+        length: 3,
+      });
+      storage.root.openDB({ name: 'rag-postings' }).put('tomato\u00001\u00001', [1, 3]);
+      storage.root.openDB({ name: 'rag-collections' }).put('garden', { documents: 1, chunks: 2, code: '1' });
+      storage.root.openDB({ name: 'rag-meta' }).put('corpus', { documents: 1, chunks: 2, total_length: 6, last_indexed: null });
+    });
+    const knowledge = new KnowledgeBase(storage, { chunkSize: 800, chunkOverlap: 100, minScore: 0, threads: 0 });
+    await knowledge.ready;
+    const passages = await knowledge.retrieve('orchids misted', { topK: 2, collection: 'garden' });
+    assert.deepEqual(
+      passages.map((passage) => [passage.documentId, passage.chunkId, passage.text]),
+      [['doc_00000000000000000000abcd', 'doc_00000000000000000000abcd-1', 'Orchids are misted weekly.']],
+    );
+    assert.deepEqual([knowledge.stats().documents, knowledge.stats().chunks], [1, 2]);
+    assert.deepEqual(knowledge.collections(), [{ name: 'garden', documents: 1, chunks: 2 }]);
+    assert.equal(storage.root.openDB({ name: 'rag-postings' }).getCount(), 0, 'the old postings are dropped');
+    await knowledge.close();
+    await storage.close();
+  });
+});

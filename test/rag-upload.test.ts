@@ -1,0 +1,216 @@
+/**
+ * Files into the knowledge base over HTTP: multipart/form-data uploads of text, Markdown, HTML,
+ * PDF and Word files, answered as JSON or as NDJSON progress; each file stands alone; the limits
+ * answer with clear 413s; and a chat question is answered from a PDF with its page cited.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { makeDocx, makePdf, makeScannedPdf } from './helpers/documents.js';
+import { bootServer, type TestServer } from './helpers/server.js';
+
+const ADMIN = 'rag-upload-admin-token-0123456789abcdef';
+const auth = { authorization: `Bearer ${ADMIN}` };
+
+interface ProgressLine {
+  type: 'progress' | 'summary' | 'error';
+  index?: number;
+  file?: string;
+  stage?: string;
+  document_id?: string;
+  chunks?: number;
+  error?: { code: string; message: string };
+  status?: number;
+  indexed?: number;
+  failed?: number;
+}
+
+function form(files: Array<[string, Buffer | string, string?]>, collection?: string): FormData {
+  const body = new FormData();
+  if (collection !== undefined) body.append('collection', collection);
+  for (const [name, content, type] of files) body.append('file', new Blob([content], { type: type ?? 'application/octet-stream' }), name);
+  return body;
+}
+
+const HANDBOOK = makePdf(
+  [
+    'Staff handbook\nThis handbook covers the office.',
+    'Holidays\nEvery employee receives twenty-seven days of paid leave each year.',
+    'Equipment\nLaptops are replaced every four years.',
+  ],
+  { title: 'Staff handbook' },
+);
+
+describe('uploading files to the knowledge base', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await bootServer({
+      env: { COLLOQUY_ADMIN_TOKEN: ADMIN },
+      config: { rag: { max_file_bytes: 200_000, max_extracted_bytes: 100_000, max_upload_bytes: 400_000 } },
+    });
+  });
+  after(() => server.close());
+
+  it('indexes several files of every format with one progress line per stage and a summary line', async () => {
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, accept: 'application/x-ndjson' },
+      body: form(
+        [
+          ['notes.txt', 'The boiler is serviced every October.', 'text/plain'],
+          ['guide.md', '# Kitchen guide\n\nThe dishwasher runs at night.'],
+          ['page.html', '<html><head><title>Parking</title></head><body><p>Bicycles park in the basement.</p></body></html>'],
+          ['handbook.pdf', HANDBOOK, 'application/pdf'],
+          ['policy.docx', makeDocx(['Travel policy', 'Trains are booked in second class.'])],
+        ],
+        'office',
+      ),
+    });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /application\/x-ndjson/);
+    const lines = (await response.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as ProgressLine);
+    for (let index = 0; index < 5; index += 1) {
+      const stages = lines.filter((line) => line.index === index).map((line) => line.stage);
+      assert.deepEqual(stages, ['extracting', 'chunking', 'indexing', 'done'], `file ${index}`);
+      const done = lines.find((line) => line.index === index && line.stage === 'done');
+      assert.match(done?.document_id ?? '', /^doc_[0-9a-f]{24}$/);
+      assert.ok((done?.chunks ?? 0) >= 1);
+    }
+    assert.deepEqual(lines.at(-1), { type: 'summary', status: 201, indexed: 5, failed: 0, chunks: lines.at(-1)?.chunks });
+    const listed = (await (await server.fetch('/api/rag/documents?collection=office', { headers: auth })).json()) as {
+      documents: Array<{ title: string; format: string; pages?: number }>;
+    };
+    const byTitle = new Map(listed.documents.map((document) => [document.title, document]));
+    assert.deepEqual([...byTitle.keys()].sort(), ['Kitchen guide', 'Parking', 'Staff handbook', 'notes', 'policy']);
+    assert.equal(byTitle.get('Staff handbook')?.pages, 3);
+    assert.equal(byTitle.get('policy')?.format, 'docx');
+  });
+
+  it('answers a chat question from a PDF and cites the page', async () => {
+    const body = (await (
+      await server.post('/api/chat/', { message: 'How many days of paid leave does an employee receive?', rag: { collection: 'office' } })
+    ).json()) as { sources: Array<{ title: string; page?: number; snippet: string }>; response: string };
+    assert.equal(body.sources[0]?.title, 'Staff handbook');
+    assert.equal(body.sources[0]?.page, 2);
+    assert.match(body.sources[0]?.snippet ?? '', /twenty-seven days/);
+    assert.match(body.response, /twenty-seven days/);
+  });
+
+  it('keeps the files that went in when others cannot be read, and lists every outcome in a 422', async () => {
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form(
+        [
+          ['good.txt', 'Visitors sign in at the front desk.'],
+          ['scan.pdf', makeScannedPdf()],
+          ['broken.docx', Buffer.from('this is not a zip archive')],
+        ],
+        'mixed',
+      ),
+    });
+    assert.equal(response.status, 422);
+    const body = (await response.json()) as {
+      error: { code: string; message: string; details: Array<{ path: string; message: string }> };
+      documents: Array<{ status: string; file: string; error?: { code: string; message: string } }>;
+    };
+    assert.equal(body.error.code, 'unprocessable_document');
+    assert.deepEqual(
+      body.documents.map((document) => [document.file, document.status, document.error?.code]),
+      [
+        ['good.txt', 'done', undefined],
+        ['scan.pdf', 'error', 'unprocessable_document'],
+        ['broken.docx', 'error', 'unprocessable_document'],
+      ],
+    );
+    assert.match(body.documents[1]?.error?.message ?? '', /^scan\.pdf has no extractable text/);
+    assert.match(body.documents[2]?.error?.message ?? '', /^broken\.docx /);
+    assert.deepEqual(
+      body.error.details.map((detail) => detail.path),
+      ['scan.pdf', 'broken.docx'],
+    );
+    const listed = (await (await server.fetch('/api/rag/documents?collection=mixed', { headers: auth })).json()) as {
+      documents: Array<{ title: string }>;
+    };
+    assert.deepEqual(
+      listed.documents.map((document) => document.title),
+      ['good'],
+    );
+  });
+
+  it('answers a single unreadable file with its own 422 and keeps nothing of it', async () => {
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([['scan.pdf', makeScannedPdf()]], 'scans'),
+    });
+    assert.equal(response.status, 422);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'unprocessable_document');
+    assert.match(body.error.message, /scan\.pdf has no extractable text/);
+    assert.equal((await server.fetch('/api/rag/documents?collection=scans', { headers: auth })).status, 404);
+  });
+
+  it('refuses a file over rag.max_file_bytes, text over rag.max_extracted_bytes and an upload over rag.max_upload_bytes with 413s', async () => {
+    const big = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([
+        ['small.txt', 'fine'],
+        ['huge.txt', 'x '.repeat(150_000)],
+      ]),
+    });
+    assert.equal(big.status, 413);
+    assert.match(((await big.json()) as { error: { message: string } }).error.message, /huge\.txt is larger than .*rag\.max_file_bytes/);
+
+    const wordy = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([['wordy.txt', 'word '.repeat(30_000)]]),
+    });
+    assert.equal(wordy.status, 413);
+    assert.match(((await wordy.json()) as { error: { message: string } }).error.message, /rag\.max_extracted_bytes/);
+
+    const upload = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([
+        ['a.txt', 'y '.repeat(90_000)],
+        ['b.txt', 'z '.repeat(90_000)],
+        ['c.txt', 'w '.repeat(90_000)],
+      ]),
+    });
+    assert.equal(upload.status, 413);
+    assert.match(((await upload.json()) as { error: { message: string } }).error.message, /400000 bytes/);
+  });
+
+  it('refuses a file type it cannot read with 415, and an upload without the admin token with 401', async () => {
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([['photo.png', Buffer.from([137, 80, 78, 71])]]),
+    });
+    assert.equal(response.status, 415);
+    assert.match(((await response.json()) as { error: { message: string } }).error.message, /photo\.png/);
+    const anonymous = await server.fetch('/api/rag/documents', { method: 'POST', body: form([['a.txt', 'text']]) });
+    assert.equal(anonymous.status, 401);
+  });
+
+  it('replaces a file uploaded again under the same name into the same collection', async () => {
+    const first = (await (
+      await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at noon.']], 'faq') })
+    ).json()) as { documents: Array<{ document_id: string; replaced: boolean }> };
+    const second = (await (
+      await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at one.']], 'faq') })
+    ).json()) as { documents: Array<{ document_id: string; replaced: boolean }> };
+    assert.equal(second.documents[0]?.document_id, first.documents[0]?.document_id);
+    assert.equal(second.documents[0]?.replaced, true);
+    const passages = await server.services.knowledge.retrieve('lunch', { topK: 3, collection: 'faq' });
+    assert.deepEqual(
+      passages.map((passage) => passage.text),
+      ['Lunch is at one.'],
+    );
+  });
+});
