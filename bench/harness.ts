@@ -379,6 +379,8 @@ export interface RunOptions {
   quick: boolean;
   /** When set, the server under test writes a --cpu-prof profile here. */
   profileDir: string | undefined;
+  /** Add the largest steps (the RAG scenario's 1M chunks). */
+  scale: boolean;
 }
 
 export interface Scenario {

@@ -46,6 +46,8 @@ export const SCENARIOS: Scenario[] = [
 
 /** Safety stop per scenario (each is designed to finish inside two minutes; this only catches a hang). */
 const SCENARIO_TIMEOUT_MS = 300_000;
+/** With --scale (the RAG scenario's 1M-chunk step is designed to finish inside 15 minutes). */
+const SCALE_TIMEOUT_MS = 1_200_000;
 
 interface Outcome {
   id: string;
@@ -65,6 +67,7 @@ ${SCENARIOS.map((scenario) => `  ${String(scenario.number).padStart(2)}  ${scena
   --duration S  seconds per measured load step (default 5)
   --quick       shorter steps and smaller stream counts (checks the harness, figures are rough)
   --profile     start the server under test with --cpu-prof (bench/results/profiles/<scenario>/)
+  --scale       add the largest steps: the RAG scenario's 1M-chunk index (up to 15 minutes)
   --update-docs replace the results section of docs/benchmarks.md with this run (full runs only)
 `;
 
@@ -82,13 +85,14 @@ function updateDocs(markdown: string): void {
 }
 
 function parseArgs(argv: string[]): { selected: Scenario[]; options: RunOptions; updateDocs: boolean } | undefined {
-  const options: RunOptions = { duration: 5, quick: false, profileDir: undefined };
+  const options: RunOptions = { duration: 5, quick: false, profileDir: undefined, scale: false };
   let docs = false;
   const wanted: string[] = [];
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index]!;
     if (arg === '--help' || arg === '-h') return undefined;
     if (arg === '--quick') options.quick = true;
+    else if (arg === '--scale') options.scale = true;
     else if (arg === '--update-docs') docs = true;
     else if (arg === '--profile') options.profileDir = join(REPO_ROOT, 'bench', 'results', 'profiles');
     else if (arg === '--duration') {
@@ -117,7 +121,8 @@ async function runOne(scenario: Scenario, options: RunOptions): Promise<Outcome>
     const result = await Promise.race([
       scenario.run(options),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${SCENARIO_TIMEOUT_MS / 1000} s`)), SCENARIO_TIMEOUT_MS);
+        const limit = options.scale ? SCALE_TIMEOUT_MS : SCENARIO_TIMEOUT_MS;
+        timer = setTimeout(() => reject(new Error(`timed out after ${limit / 1000} s`)), limit);
       }),
     ]);
     const skipped = result.rows.length === 0 && result.notes.some((note) => note.startsWith('skipped'));

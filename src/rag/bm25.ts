@@ -30,7 +30,8 @@ export interface LexicalHit {
 
 export interface LexicalIndex {
   blocks: Database<Buffer, string>;
-  df: Database<number, string>;
+  /** A term's document frequency in live chunks. */
+  df: (term: string) => number;
 }
 
 /** A searchable segment: its key and the chunk numbers it covers. */
@@ -56,7 +57,7 @@ export function scoreBm25(
   const scanLimit = options.scanLimit ?? SCAN_LIMIT;
   if (corpus.chunks === 0 || queryTerms.length === 0 || segments.length === 0) return [];
   const unique = [...new Set(queryTerms)]
-    .map((term) => ({ term, df: index.df.get(term) ?? 0 }))
+    .map((term) => ({ term, df: index.df(term) }))
     .filter((entry) => entry.df > 0)
     .sort((left, right) => left.df - right.df)
     .slice(0, MAX_QUERY_TERMS);

@@ -11,7 +11,7 @@
  *
  * Layout (one sub-database each, all in the service's single LMDB environment):
  *   rag-docs         document_id → DocumentRecord
- *   rag-doc-terms    document_id → the document's terms and how many of its chunks hold each
+ *   rag-doc-terms    `${segment key}\0${document_id}` → the document's terms and how many of its chunks hold each
  *                    (so deleting it corrects document frequencies without re-reading its text)
  *   rag-by-coll      `${collection}\0${document_id}` → 1 (lists a collection without a full scan)
  *   rag-collections  name → {documents, chunks, code} (only collections that hold documents)
@@ -43,6 +43,8 @@ export interface DocumentRecord {
   chunks: number;
   /** Number of its first chunk; its chunks are numbered consecutively. */
   first_chunk: number;
+  /** Its key in rag-doc-terms. */
+  terms_key: string;
   chars: number;
   format: DocumentFormat;
   /** Pages of a PDF. */
@@ -96,6 +98,11 @@ export interface SegmentRecord {
   postings: number;
   /** Process that writes or merges it, so a crashed one's work can be recognised. */
   pid: number;
+  /**
+   * Of an unpublished ingestion: how many of its terms (rag-meta `segment_terms:${key}`, sorted)
+   * already count in rag-df. Readers subtract them, so document frequencies stay exact.
+   */
+  df_applied?: number;
 }
 
 export interface CorpusRecord {
@@ -158,6 +165,16 @@ export function readCorpus(databases: RagDatabases): CorpusRecord {
 /** The key of a block: segment first, so a segment's blocks are contiguous and appended. */
 export function blockKey(segment: string, term: string): string {
   return `${segment}\u0000${term}`;
+}
+
+/** The rag-doc-terms key of a document written in `segment` (written before it is published, so keyed apart from an earlier version's). */
+export function documentTermsKey(segment: string, documentId: string): string {
+  return `${segment}\u0000${documentId}`;
+}
+
+/** The rag-meta key of an unpublished segment's terms and document frequencies. */
+export function segmentTermsKey(segment: string): string {
+  return `segment_terms:${segment}`;
 }
 
 /** A segment key from its sequence number: fixed width, so keys sort in the order segments were made. */

@@ -14,7 +14,10 @@ import type { RootDatabase } from 'lmdb';
 import type { DocumentFormat } from './extract.js';
 import {
   blockKey,
+  documentTermsKey,
   readCorpus,
+  segmentTermsKey,
+  type DocumentTerms,
   segmentKeyFor,
   vectorKey,
   type CorpusRecord,
@@ -22,11 +25,11 @@ import {
   type RagDatabases,
   type SegmentRecord,
 } from './index-store.js';
-import { termBlock } from './postings.js';
+import { ENTRY_BYTES } from './postings.js';
 import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
-const SLICE_WRITES = 4000;
+const SLICE_WRITES = 2000;
 
 /** A document ready to be written: its identity and its prepared content. */
 export interface DocumentToWrite {
@@ -56,6 +59,48 @@ export interface WriteCounters {
   transactions: number;
 }
 
+/** How a segment's blocks are assembled: its terms sorted, where each term's entries are, and its document frequencies. */
+interface SegmentPlan {
+  terms: string[];
+  /** Chunks of the segment that hold terms[i]. */
+  counts: number[];
+  /** term → [document position, term index in that document, …]. */
+  parts: Map<string, number[]>;
+  /** Chunks before each document in the segment. */
+  shifts: number[];
+}
+
+function planSegment(documents: readonly DocumentToWrite[]): SegmentPlan {
+  const parts = new Map<string, number[]>();
+  documents.forEach((document, position) => {
+    const { terms } = document.content.postings;
+    for (let index = 0; index < terms.length; index += 1) {
+      const term = terms[index] as string;
+      const list = parts.get(term);
+      if (list) list.push(position, index);
+      else parts.set(term, [position, index]);
+    }
+  });
+  const shifts: number[] = [];
+  let shift = 0;
+  for (const document of documents) {
+    shifts.push(shift);
+    shift += document.content.texts.length;
+  }
+  const terms = [...parts.keys()].sort();
+  const counts = terms.map((term) => {
+    const list = parts.get(term) as number[];
+    let count = 0;
+    for (let at = 0; at < list.length; at += 2) {
+      const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
+      const index = list[at + 1] as number;
+      count += (offsets[index + 1] as number) - (offsets[index] as number);
+    }
+    return count;
+  });
+  return { terms, counts, parts, shifts };
+}
+
 /** Writes and removes documents in the segmented index. */
 export class IndexWriter {
   readonly counters: WriteCounters = { keys: 0, transactions: 0 };
@@ -75,6 +120,7 @@ export class IndexWriter {
       chunkCount += document.content.texts.length;
       postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
     }
+    const plan = planSegment(documents);
     const { segment, firstChunk, code } = this.transaction(() => {
       const code = this.codeFor(collection);
       const firstChunk = this.advance('chunk_sequence', chunkCount) - chunkCount + 1;
@@ -88,11 +134,27 @@ export class IndexWriter {
         postings: postingCount,
         pid: process.pid,
       } satisfies SegmentRecord);
+      // The segment's document frequencies, so they can be taken back if it is never published.
+      this.databases.meta.put(segmentTermsKey(segment), { terms: plan.terms.join('\n'), counts: plan.counts } satisfies DocumentTerms);
       return { segment, firstChunk, code };
     });
     try {
-      for (const slice of this.segmentWrites(documents, segment, firstChunk, code)) {
+      for (const slice of this.segmentWrites(documents, plan, segment, firstChunk, code)) {
         this.transaction(slice);
+        await yieldBetween();
+      }
+      // Document frequencies go in slices too: readers subtract a building segment's applied share
+      // (pendingFrequencies), so the figures they see stay exact throughout.
+      for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
+        const to = Math.min(plan.terms.length, from + SLICE_WRITES);
+        this.transaction(() => {
+          const record = this.databases.segments.get(segment);
+          if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
+          const changes = new Map<string, number>();
+          for (let index = from; index < to; index += 1) changes.set(plan.terms[index] as string, plan.counts[index] as number);
+          this.applyFrequencies(changes);
+          this.databases.segments.put(segment, { ...record, df_applied: to });
+        });
         await yieldBetween();
       }
       return this.transaction(() => this.publish(documents, segment, firstChunk));
@@ -119,7 +181,7 @@ export class IndexWriter {
       dead.put(chunk, 1);
       if (code !== undefined) vectors.remove(vectorKey(code, chunk));
     }
-    const terms = documentTerms.get(document.id);
+    const terms = documentTerms.get(document.terms_key);
     if (terms) {
       const list = terms.terms.split('\n');
       list.forEach((term, index) => {
@@ -127,7 +189,7 @@ export class IndexWriter {
       });
     }
     documents.remove(document.id);
-    documentTerms.remove(document.id);
+    documentTerms.remove(document.terms_key);
     byCollection.remove(`${document.collection}\u0000${document.id}`);
     const collection = collections.get(document.collection);
     if (collection) {
@@ -173,8 +235,14 @@ export class IndexWriter {
   }
 
   /** Slices of the segment's chunk, vector and block writes, each small enough for one short transaction. */
-  private *segmentWrites(documents: readonly DocumentToWrite[], segment: string, firstChunk: number, code: string): Generator<() => void> {
-    const { chunks, vectors, blocks } = this.databases;
+  private *segmentWrites(
+    documents: readonly DocumentToWrite[],
+    plan: SegmentPlan,
+    segment: string,
+    firstChunk: number,
+    code: string,
+  ): Generator<() => void> {
+    const { chunks, vectors, blocks, documentTerms } = this.databases;
     let pending: Array<() => void> = [];
     const flush = () => {
       const batch = pending;
@@ -197,51 +265,72 @@ export class IndexWriter {
         if (vector)
           pending.push(() => vectors.put(vectorKey(code, number), Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength)));
       });
+      const { postings } = document.content;
+      const counts: number[] = [];
+      for (let index = 0; index < postings.terms.length; index += 1) {
+        counts.push((postings.offsets[index + 1] as number) - (postings.offsets[index] as number));
+      }
+      const terms = { terms: postings.terms.join('\n'), counts } satisfies DocumentTerms;
+      pending.push(() => documentTerms.put(documentTermsKey(segment, document.id), terms));
       chunk += texts.length;
       if (pending.length >= SLICE_WRITES) yield flush();
     }
-    // One block per term for the whole segment: the documents' blocks, in chunk order.
-    const parts = new Map<string, Uint8Array[]>();
-    let shift = 0;
-    for (const document of documents) {
-      const { postings, texts } = document.content;
-      postings.terms.forEach((term, index) => {
-        const block = termBlock(postings, index, shift);
-        const list = parts.get(term);
-        if (list) list.push(block);
-        else parts.set(term, [block]);
-      });
-      shift += texts.length;
-    }
-    for (const term of [...parts.keys()].sort()) {
-      const list = parts.get(term) as Uint8Array[];
-      const block = list.length === 1 ? (list[0] as Uint8Array) : Buffer.concat(list);
-      const value = Buffer.from(block.buffer, block.byteOffset, block.byteLength);
-      pending.push(() => blocks.put(blockKey(segment, term), value));
-      if (pending.length >= SLICE_WRITES) yield flush();
+    // One block per term for the whole segment: the documents' entries in chunk order, each
+    // document's offsets moved by the chunks before it. Blocks of a slice share one buffer.
+    const { terms: sorted, parts, shifts } = plan;
+    for (let from = 0; from < sorted.length; from += SLICE_WRITES) {
+      const slice = sorted.slice(from, from + SLICE_WRITES);
+      let bytes = 0;
+      for (const term of slice) {
+        const list = parts.get(term) as number[];
+        for (let at = 0; at < list.length; at += 2) {
+          const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
+          const index = list[at + 1] as number;
+          bytes += ((offsets[index + 1] as number) - (offsets[index] as number)) * ENTRY_BYTES;
+        }
+      }
+      const buffer = Buffer.allocUnsafe(bytes);
+      const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+      let at = 0;
+      for (const term of slice) {
+        const start = at;
+        const list = parts.get(term) as number[];
+        for (let part = 0; part < list.length; part += 2) {
+          const position = list[part] as number;
+          const { offsets, entries } = (documents[position] as DocumentToWrite).content.postings;
+          const index = list[part + 1] as number;
+          const from = (offsets[index] as number) * ENTRY_BYTES;
+          const to = (offsets[index + 1] as number) * ENTRY_BYTES;
+          buffer.set(entries.subarray(from, to), at);
+          const moved = shifts[position] as number;
+          if (moved !== 0)
+            for (let entry = at; entry < at + to - from; entry += ENTRY_BYTES)
+              view.setUint32(entry, view.getUint32(entry, true) + moved, true);
+          at += to - from;
+        }
+        const block = buffer.subarray(start, at);
+        pending.push(() => blocks.put(blockKey(segment, term), block));
+      }
+      yield flush();
     }
     if (pending.length > 0) yield flush();
   }
 
   /** Makes the segment and its documents visible, replacing earlier versions (one transaction). */
   private publish(documents: readonly DocumentToWrite[], segment: string, firstChunk: number): IngestResult[] {
-    const { documents: records, documentTerms, byCollection, collections, segments, meta } = this.databases;
+    const { documents: records, byCollection, collections, segments, meta } = this.databases;
     const record = segments.get(segment);
     if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
     const now = new Date().toISOString();
     const dfChanges = new Map<string, number>();
     const results: IngestResult[] = [];
     let chunk = firstChunk;
+    let addedChunks = 0;
+    let addedLength = 0;
     for (const document of documents) {
       const existing = records.get(document.id);
       if (existing) this.remove(existing, dfChanges);
-      const { texts, lengths, postings } = document.content;
-      const counts: number[] = [];
-      postings.terms.forEach((term, index) => {
-        const count = (postings.offsets[index + 1] as number) - (postings.offsets[index] as number);
-        counts.push(count);
-        dfChanges.set(term, (dfChanges.get(term) ?? 0) + count);
-      });
+      const { texts, lengths } = document.content;
       records.put(document.id, {
         id: document.id,
         key: document.key,
@@ -250,25 +339,16 @@ export class IndexWriter {
         collection: document.collection,
         chunks: texts.length,
         first_chunk: chunk,
+        terms_key: documentTermsKey(segment, document.id),
         chars: document.content.chars,
         format: document.format,
         ...(document.pages !== undefined ? { pages: document.pages } : {}),
         indexed_at: now,
       } satisfies DocumentRecord);
-      documentTerms.put(document.id, { terms: postings.terms.join('\n'), counts });
       byCollection.put(`${document.collection}\u0000${document.id}`, 1);
-      const collection = collections.get(document.collection) ?? { documents: 0, chunks: 0 };
-      collections.put(document.collection, { documents: collection.documents + 1, chunks: collection.chunks + texts.length });
-      const corpus = readCorpus(this.databases);
-      let length = 0;
-      for (const value of lengths) length += value;
-      meta.put('corpus', {
-        documents: corpus.documents + 1,
-        chunks: corpus.chunks + texts.length,
-        total_length: corpus.total_length + length,
-        last_indexed: now,
-      } satisfies CorpusRecord);
-      this.counters.keys += 4;
+      for (const value of lengths) addedLength += value;
+      addedChunks += texts.length;
+      this.counters.keys += 2;
       results.push({
         document_id: document.id,
         collection: document.collection,
@@ -278,8 +358,22 @@ export class IndexWriter {
       });
       chunk += texts.length;
     }
+    // Totals once per segment (after the removals above made theirs). A segment holds one collection.
+    const name = (documents[0] as DocumentToWrite).collection;
+    const collection = collections.get(name) ?? { documents: 0, chunks: 0 };
+    collections.put(name, { documents: collection.documents + documents.length, chunks: collection.chunks + addedChunks });
+    const corpus = readCorpus(this.databases);
+    meta.put('corpus', {
+      documents: corpus.documents + documents.length,
+      chunks: corpus.chunks + addedChunks,
+      total_length: corpus.total_length + addedLength,
+      last_indexed: now,
+    } satisfies CorpusRecord);
+    // Frequencies of the versions replaced; the new ones were applied before.
     this.applyFrequencies(dfChanges);
-    segments.put(segment, { ...record, state: 'live' });
+    const { df_applied: _applied, ...live } = record;
+    segments.put(segment, { ...live, state: 'live' });
+    meta.remove(segmentTermsKey(segment));
     return results;
   }
 

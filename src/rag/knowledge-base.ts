@@ -47,6 +47,15 @@ export type { RagStats } from './retrieval-stats.js';
 /** Documents written together as one segment, at most. */
 const MAX_SEGMENT_DOCUMENTS = 256;
 const MAX_SEGMENT_CHUNKS = 20_000;
+/**
+ * While other documents are still being prepared, a write waits (up to COALESCE_MS) until this many
+ * chunks are queued: a segment of many documents costs far fewer blocks per chunk than many small
+ * ones, and leaves less to merge. A document alone is written at once.
+ */
+const COALESCE_CHUNKS = 16_000;
+/** Text (or file bytes) of the documents addMany has in progress at once, at most. */
+const IN_FLIGHT_BYTES = 64 * 1024 * 1024;
+const COALESCE_MS = 500;
 
 export interface DocumentInput {
   title: string;
@@ -112,6 +121,9 @@ export class KnowledgeBase implements Retriever {
   private readonly chunkOptions: ChunkOptions;
   private readonly queue: QueuedWrite[] = [];
   private writing: Promise<void> | undefined;
+  /** Documents between the start of add() and their place in the write queue. */
+  private preparing = 0;
+  private wakeWriter: (() => void) | undefined;
   private closed = false;
 
   constructor(
@@ -144,6 +156,7 @@ export class KnowledgeBase implements Retriever {
       scanLimit: options.scanLimit,
       embedder: options.embedder,
       logger: options.logger,
+      pendingTerms: new Map(),
     };
     this.counters = new RetrievalCounters(storage.root, this.databases, options.statsFlushMs ?? 250);
     this.merger.recover();
@@ -194,6 +207,26 @@ export class KnowledgeBase implements Retriever {
       });
     }
     await this.ready;
+    this.preparing += 1;
+    let queued = false;
+    try {
+      const document = await this.prepare(input, collection, signal, onStage);
+      this.preparing -= 1;
+      queued = true;
+      return await this.enqueueWrite(document);
+    } finally {
+      if (!queued) this.preparing -= 1;
+      this.wakeWriter?.();
+    }
+  }
+
+  /** Extraction and chunking in the worker pool, embedding when configured: a document ready to write. */
+  private async prepare(
+    input: DocumentInput,
+    collection: string,
+    signal: AbortSignal | undefined,
+    onStage: ((stage: IngestStage) => void) | undefined,
+  ): Promise<DocumentToWrite> {
     const format = input.format ?? 'text';
     const name = input.name ?? (input.title.trim() || input.defaultTitle || 'The document');
     onStage?.('extracting');
@@ -208,7 +241,7 @@ export class KnowledgeBase implements Retriever {
     onStage?.('indexing');
     const title = input.title.trim() || content.title || input.defaultTitle || 'Untitled';
     const key = input.key ?? input.url ?? title;
-    return this.enqueueWrite({
+    return {
       id: documentIdFor(collection, key),
       key,
       title,
@@ -218,7 +251,7 @@ export class KnowledgeBase implements Retriever {
       content,
       vectors,
       pages: extracted.pages,
-    });
+    };
   }
 
   /**
@@ -229,6 +262,7 @@ export class KnowledgeBase implements Retriever {
   async addMany(
     inputs: readonly DocumentInput[],
     options: {
+      /** Documents in progress at once, at most (default 4096); they are bounded by size too (IN_FLIGHT_BYTES). */
       concurrency?: number;
       onStage?: (index: number, stage: IngestStage) => void;
       onOutcome?: (index: number, outcome: IngestOutcome) => void;
@@ -236,26 +270,44 @@ export class KnowledgeBase implements Retriever {
     } = {},
   ): Promise<IngestOutcome[]> {
     const outcomes: IngestOutcome[] = new Array(inputs.length);
+    const limit = Math.max(1, options.concurrency ?? 4096);
     let next = 0;
-    const run = async () => {
-      while (next < inputs.length) {
-        const index = next;
-        next += 1;
-        let outcome: IngestOutcome;
-        try {
-          const result = await this.add(inputs[index] as DocumentInput, options.signal, (stage) => options.onStage?.(index, stage));
-          outcome = { ok: true, result };
-        } catch (error) {
-          if (!(error instanceof ApiError) || options.signal?.aborted) throw error;
-          outcome = { ok: false, error };
+    let running = 0;
+    let bytes = 0;
+    return new Promise<IngestOutcome[]>((resolve, reject) => {
+      let failed = false;
+      const start = () => {
+        // Many small documents in flight make large segments; a few large ones are bounded by size.
+        while (!failed && next < inputs.length && running < limit && (running === 0 || bytes < IN_FLIGHT_BYTES)) {
+          const index = next;
+          next += 1;
+          const input = inputs[index] as DocumentInput;
+          const size = typeof input.text === 'string' ? input.text.length : input.text.byteLength;
+          running += 1;
+          bytes += size;
+          this.add(input, options.signal, (stage) => options.onStage?.(index, stage)).then(
+            (result) => settle(index, size, { ok: true, result }),
+            (error: unknown) => {
+              if (!(error instanceof ApiError) || options.signal?.aborted) {
+                failed = true;
+                reject(error);
+                return;
+              }
+              settle(index, size, { ok: false, error });
+            },
+          );
         }
+        if (running === 0 && next >= inputs.length && !failed) resolve(outcomes);
+      };
+      const settle = (index: number, size: number, outcome: IngestOutcome) => {
+        running -= 1;
+        bytes -= size;
         outcomes[index] = outcome;
         options.onOutcome?.(index, outcome);
-      }
-    };
-    const concurrency = Math.max(1, Math.min(inputs.length, options.concurrency ?? 64));
-    await Promise.all(Array.from({ length: concurrency }, run));
-    return outcomes;
+        start();
+      };
+      start();
+    });
   }
 
   /** Resolves when background merges and clean-up have finished (tests, benches). */
@@ -378,14 +430,35 @@ export class KnowledgeBase implements Retriever {
     if (this.closed) return Promise.reject(new ApiError('unavailable', 'The knowledge base is closing.'));
     return new Promise<IngestResult>((resolve, reject) => {
       this.queue.push({ document, resolve, reject });
+      this.wakeWriter?.();
       this.writing ??= this.drainWrites().finally(() => {
         this.writing = undefined;
       });
     });
   }
 
+  /** Waits while more documents are on their way and the queue is still small (see COALESCE_CHUNKS). */
+  private async coalesce(): Promise<void> {
+    const deadline = performance.now() + COALESCE_MS;
+    for (;;) {
+      let chunks = 0;
+      for (const queued of this.queue) chunks += queued.document.content.texts.length;
+      const wait = deadline - performance.now();
+      if (this.preparing === 0 || chunks >= COALESCE_CHUNKS || wait <= 0 || this.closed) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        this.wakeWriter = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeWriter = undefined;
+    }
+  }
+
   private async drainWrites(): Promise<void> {
     while (this.queue.length > 0) {
+      await this.coalesce();
       const collection = (this.queue[0] as QueuedWrite).document.collection;
       const batch: QueuedWrite[] = [];
       let chunks = 0;

@@ -11,7 +11,15 @@
  * Every step yields to the event loop between transactions.
  */
 import type { Logger } from '../logger.js';
-import { blockKey, segmentKeyFor, vectorKey, type RagDatabases, type SegmentRecord } from './index-store.js';
+import {
+  blockKey,
+  segmentKeyFor,
+  segmentTermsKey,
+  vectorKey,
+  type DocumentTerms,
+  type RagDatabases,
+  type SegmentRecord,
+} from './index-store.js';
 import type { IndexWriter } from './ingestion.js';
 import { entryCount, mergeBlocks } from './postings.js';
 
@@ -245,6 +253,30 @@ export class SegmentMerger {
     return undefined;
   }
 
+  /** Takes an abandoned ingestion's applied document frequencies back out of rag-df, last terms first. */
+  private async takeBackFrequencies(key: string): Promise<void> {
+    const { segments, meta } = this.databases;
+    const stored = meta.get(segmentTermsKey(key)) as DocumentTerms | undefined;
+    const terms = stored?.terms.split('\n') ?? [];
+    for (;;) {
+      if (this.closed) return;
+      const done = this.writer.transaction(() => {
+        const record = segments.get(key);
+        const applied = record?.df_applied ?? 0;
+        if (!record || applied === 0 || !stored) return true;
+        const from = Math.max(0, applied - WRITE_SLICE);
+        const changes = new Map<string, number>();
+        for (let index = from; index < applied; index += 1) changes.set(terms[index] as string, -(stored.counts[index] ?? 0));
+        this.writer.applyFrequencies(changes);
+        segments.put(key, { ...record, df_applied: from });
+        return false;
+      });
+      if (done) break;
+      await this.yieldBetween();
+    }
+    this.writer.transaction(() => meta.remove(segmentTermsKey(key)));
+  }
+
   /** Removes retired segments' blocks, and abandoned ingestions' chunks too, a slice at a time. */
   private async sweep(): Promise<void> {
     const { segments, blocks, chunks, vectors } = this.databases;
@@ -252,6 +284,7 @@ export class SegmentMerger {
       ({ record }) => record.state === 'retired' || record.state === 'abandoned',
     );
     for (const { key, record } of doomed) {
+      if (record.state === 'abandoned') await this.takeBackFrequencies(key);
       for (;;) {
         if (this.closed) return;
         const keys = Array.from(blocks.getKeys({ start: blockKey(key, ''), end: `${key}\u0001`, limit: WRITE_SLICE }));
@@ -262,6 +295,11 @@ export class SegmentMerger {
         await this.yieldBetween();
       }
       if (record.state === 'abandoned') {
+        const { documentTerms } = this.databases;
+        const termKeys = Array.from(documentTerms.getKeys({ start: `${key}\u0000`, end: `${key}\u0001` }));
+        this.writer.transaction(() => {
+          for (const termKey of termKeys) documentTerms.remove(termKey);
+        });
         // An ingestion that never published owns its chunk numbers: nothing else refers to them.
         for (let start = record.first_chunk; start < record.first_chunk + record.span; start += WRITE_SLICE) {
           const end = Math.min(record.first_chunk + record.span, start + WRITE_SLICE);

@@ -6,7 +6,7 @@
 import type { Logger } from '../logger.js';
 import { scoreBm25, type LexicalHit, type SegmentView } from './bm25.js';
 import type { Embedder } from './embeddings.js';
-import { chunkIdFor, readCorpus, type DocumentRecord, type RagDatabases } from './index-store.js';
+import { chunkIdFor, readCorpus, segmentTermsKey, type DocumentRecord, type DocumentTerms, type RagDatabases } from './index-store.js';
 import { round } from './round.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
@@ -23,6 +23,8 @@ export interface RetrievalContext {
   scanLimit?: number | undefined;
   embedder?: Embedder | undefined;
   logger?: Logger | undefined;
+  /** Terms of unpublished segments, read once per segment. */
+  pendingTerms: Map<string, PendingTerms>;
 }
 
 interface VectorHit {
@@ -30,15 +32,45 @@ interface VectorHit {
   similarity: number;
 }
 
-/** The segments a query reads: live ones (and those being merged, until the merge swaps them out), of one collection or all. */
-function searchableSegments(databases: RagDatabases, code: string | undefined): SegmentView[] {
+/** An unpublished segment's terms: term → [position in its sorted list, chunks that hold it]. */
+type PendingTerms = Map<string, [number, number]>;
+
+/**
+ * The segments a query reads (live ones, and those being merged until the merge swaps them out,
+ * of one collection or all), and a document-frequency reader that leaves out what unpublished
+ * segments already added to rag-df.
+ */
+function openSegments(context: RetrievalContext, code: string | undefined): { views: SegmentView[]; df: (term: string) => number } {
+  const { databases } = context;
   const views: SegmentView[] = [];
+  const pending: Array<{ terms: PendingTerms; applied: number }> = [];
+  const seen = new Set<string>();
   for (const { key, value } of databases.segments.getRange()) {
+    if ((value.df_applied ?? 0) > 0 && (value.state === 'building' || value.state === 'abandoned')) {
+      seen.add(key);
+      let terms = context.pendingTerms.get(key);
+      if (!terms) {
+        const stored = databases.meta.get(segmentTermsKey(key)) as DocumentTerms | undefined;
+        terms = new Map();
+        if (stored) stored.terms.split('\n').forEach((term, index) => terms?.set(term, [index, stored.counts[index] ?? 0]));
+        context.pendingTerms.set(key, terms);
+      }
+      pending.push({ terms, applied: value.df_applied ?? 0 });
+    }
     if (value.state !== 'live' && value.state !== 'merging') continue;
     if (code !== undefined && value.code !== code) continue;
     views.push({ key, first: value.first_chunk, span: value.span });
   }
-  return views;
+  for (const key of context.pendingTerms.keys()) if (!seen.has(key)) context.pendingTerms.delete(key);
+  const df = (term: string) => {
+    let frequency = databases.df.get(term) ?? 0;
+    for (const { terms, applied } of pending) {
+      const entry = terms.get(term);
+      if (entry && entry[0] < applied) frequency -= entry[1];
+    }
+    return frequency;
+  };
+  return { views, df };
 }
 
 /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
@@ -59,10 +91,11 @@ export async function retrievePassages(
       : (databases.meta.get(`code:${options.collection}`) as string | undefined);
   const searchable = corpus.chunks > 0 && (options.collection === undefined || code !== undefined);
   const isLive = (chunk: number) => databases.chunks.doesExist(chunk);
+  const segments = openSegments(context, code);
   const lexical = searchable
     ? scoreBm25(
-        { blocks: databases.blocks, df: databases.df },
-        searchableSegments(databases, code),
+        { blocks: databases.blocks, df: segments.df },
+        segments.views,
         tokenize(query, { stopWords: context.stopWords }),
         { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
         { limit: candidatesWanted, scanLimit: context.scanLimit, isLive },
