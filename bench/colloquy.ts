@@ -26,6 +26,8 @@ export interface ColloquyOptions {
   cliPath?: string;
   /** Where the scratch data directory goes (default the OS temp dir; /dev/shm takes the disk out). */
   dataParent?: string;
+  /** Extra environment for the server (COLLOQUY_ADMIN_TOKEN, …). */
+  env?: Record<string, string>;
 }
 
 export interface ColloquyServer {
@@ -90,6 +92,7 @@ export async function startColloquy(options: ColloquyOptions = {}): Promise<Coll
         LOG_LEVEL: 'silent',
         BENCH_UPSTREAM_KEY: 'sk-bench-loopback',
         NODE_ENV: 'production',
+        ...options.env,
       },
     },
   );

@@ -58,6 +58,17 @@ export interface DocumentTerms {
   counts: number[];
 }
 
+/** An unpublished segment's terms (`terms` joined by "\n", sorted) and counts (u32 little-endian, one per term). */
+export interface SegmentTerms {
+  terms: string;
+  counts: Buffer;
+}
+
+/** The count of term `index` in a SegmentTerms record. */
+export function segmentTermCount(record: SegmentTerms, index: number): number {
+  return record.counts.readUInt32LE(index * 4);
+}
+
 export interface DocumentSummary {
   document_id: string;
   title: string;

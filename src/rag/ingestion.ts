@@ -18,6 +18,7 @@ import {
   readCorpus,
   segmentTermsKey,
   type DocumentTerms,
+  type SegmentTerms,
   segmentKeyFor,
   vectorKey,
   type CorpusRecord,
@@ -30,6 +31,10 @@ import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
 const SLICE_WRITES = 2000;
+/** Bytes of values written per transaction while a segment is built. */
+const SLICE_BYTES = 256 * 1024;
+/** Term insertions between yields while a segment is planned. */
+const PLAN_STEP = 20_000;
 
 /** A document ready to be written: its identity and its prepared content. */
 export interface DocumentToWrite {
@@ -63,16 +68,47 @@ export interface WriteCounters {
 interface SegmentPlan {
   terms: string[];
   /** Chunks of the segment that hold terms[i]. */
-  counts: number[];
+  counts: Uint32Array;
   /** term → [document position, term index in that document, …]. */
   parts: Map<string, number[]>;
   /** Chunks before each document in the segment. */
   shifts: number[];
 }
 
-function planSegment(documents: readonly DocumentToWrite[]): SegmentPlan {
+/** Merges two sorted lists of distinct terms into one (each term once). */
+function mergeSorted(left: string[], right: string[]): string[] {
+  const out: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < left.length && j < right.length) {
+    const a = left[i] as string;
+    const b = right[j] as string;
+    if (a === b) {
+      out.push(a);
+      i += 1;
+      j += 1;
+    } else if (a < b) {
+      out.push(a);
+      i += 1;
+    } else {
+      out.push(b);
+      j += 1;
+    }
+  }
+  while (i < left.length) out.push(left[i++] as string);
+  while (j < right.length) out.push(right[j++] as string);
+  return out;
+}
+
+/**
+ * Plans a segment in steps that yield to the event loop (a batch of large documents holds
+ * hundreds of thousands of terms): where each term's entries are, and the sorted union of the
+ * documents' (already sorted) term lists, merged pairwise.
+ */
+async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
   const parts = new Map<string, number[]>();
-  documents.forEach((document, position) => {
+  let work = 0;
+  for (const [position, document] of documents.entries()) {
     const { terms } = document.content.postings;
     for (let index = 0; index < terms.length; index += 1) {
       const term = terms[index] as string;
@@ -80,23 +116,43 @@ function planSegment(documents: readonly DocumentToWrite[]): SegmentPlan {
       if (list) list.push(position, index);
       else parts.set(term, [position, index]);
     }
-  });
+    work += terms.length;
+    if (work >= PLAN_STEP) {
+      work = 0;
+      await yieldBetween();
+    }
+  }
   const shifts: number[] = [];
   let shift = 0;
   for (const document of documents) {
     shifts.push(shift);
     shift += document.content.texts.length;
   }
-  const terms = [...parts.keys()].sort();
-  const counts = terms.map((term) => {
+  let lists = documents.map((document) => document.content.postings.terms);
+  while (lists.length > 1) {
+    const merged: string[][] = [];
+    for (let index = 0; index < lists.length; index += 2) {
+      const right = lists[index + 1];
+      merged.push(right ? mergeSorted(lists[index] as string[], right) : (lists[index] as string[]));
+      work += (lists[index] as string[]).length + (right?.length ?? 0);
+      if (work >= PLAN_STEP) {
+        work = 0;
+        await yieldBetween();
+      }
+    }
+    lists = merged;
+  }
+  const terms = lists[0] ?? [];
+  const counts = new Uint32Array(terms.length);
+  terms.forEach((term, at) => {
     const list = parts.get(term) as number[];
     let count = 0;
-    for (let at = 0; at < list.length; at += 2) {
-      const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
-      const index = list[at + 1] as number;
+    for (let part = 0; part < list.length; part += 2) {
+      const { offsets } = (documents[list[part] as number] as DocumentToWrite).content.postings;
+      const index = list[part + 1] as number;
       count += (offsets[index + 1] as number) - (offsets[index] as number);
     }
-    return count;
+    counts[at] = count;
   });
   return { terms, counts, parts, shifts };
 }
@@ -120,7 +176,7 @@ export class IndexWriter {
       chunkCount += document.content.texts.length;
       postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
     }
-    const plan = planSegment(documents);
+    const plan = await planSegment(documents, yieldBetween);
     const { segment, firstChunk, code } = this.transaction(() => {
       const code = this.codeFor(collection);
       const firstChunk = this.advance('chunk_sequence', chunkCount) - chunkCount + 1;
@@ -135,7 +191,10 @@ export class IndexWriter {
         pid: process.pid,
       } satisfies SegmentRecord);
       // The segment's document frequencies, so they can be taken back if it is never published.
-      this.databases.meta.put(segmentTermsKey(segment), { terms: plan.terms.join('\n'), counts: plan.counts } satisfies DocumentTerms);
+      this.databases.meta.put(segmentTermsKey(segment), {
+        terms: plan.terms.join('\n'),
+        counts: Buffer.from(plan.counts.buffer, plan.counts.byteOffset, plan.counts.byteLength),
+      } satisfies SegmentTerms);
       return { segment, firstChunk, code };
     });
     try {
@@ -244,9 +303,12 @@ export class IndexWriter {
   ): Generator<() => void> {
     const { chunks, vectors, blocks, documentTerms } = this.databases;
     let pending: Array<() => void> = [];
+    let pendingBytes = 0;
+    const full = () => pending.length >= SLICE_WRITES || pendingBytes >= SLICE_BYTES;
     const flush = () => {
       const batch = pending;
       pending = [];
+      pendingBytes = 0;
       return () => {
         for (const put of batch) put();
         this.counters.keys += batch.length;
@@ -255,16 +317,21 @@ export class IndexWriter {
     let chunk = firstChunk;
     for (const document of documents) {
       const { texts, lengths, pages } = document.content;
-      texts.forEach((text, ordinal) => {
+      for (let ordinal = 0; ordinal < texts.length; ordinal += 1) {
+        const text = texts[ordinal] as string;
         const number = chunk + ordinal;
         const page = pages?.[ordinal];
         pending.push(() => {
           chunks.put(number, { document_id: document.id, ordinal, text, length: lengths[ordinal] ?? 0, ...(page ? { page } : {}) });
         });
+        pendingBytes += text.length;
         const vector = document.vectors?.[ordinal];
-        if (vector)
+        if (vector) {
           pending.push(() => vectors.put(vectorKey(code, number), Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength)));
-      });
+          pendingBytes += vector.byteLength;
+        }
+        if (full()) yield flush();
+      }
       const { postings } = document.content;
       const counts: number[] = [];
       for (let index = 0; index < postings.terms.length; index += 1) {
@@ -272,23 +339,33 @@ export class IndexWriter {
       }
       const terms = { terms: postings.terms.join('\n'), counts } satisfies DocumentTerms;
       pending.push(() => documentTerms.put(documentTermsKey(segment, document.id), terms));
+      pendingBytes += terms.terms.length;
       chunk += texts.length;
-      if (pending.length >= SLICE_WRITES) yield flush();
+      if (full()) yield flush();
     }
     // One block per term for the whole segment: the documents' entries in chunk order, each
     // document's offsets moved by the chunks before it. Blocks of a slice share one buffer.
     const { terms: sorted, parts, shifts } = plan;
-    for (let from = 0; from < sorted.length; from += SLICE_WRITES) {
-      const slice = sorted.slice(from, from + SLICE_WRITES);
+    const termBytes = (term: string) => {
+      const list = parts.get(term) as number[];
       let bytes = 0;
-      for (const term of slice) {
-        const list = parts.get(term) as number[];
-        for (let at = 0; at < list.length; at += 2) {
-          const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
-          const index = list[at + 1] as number;
-          bytes += ((offsets[index + 1] as number) - (offsets[index] as number)) * ENTRY_BYTES;
-        }
+      for (let at = 0; at < list.length; at += 2) {
+        const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
+        const index = list[at + 1] as number;
+        bytes += ((offsets[index + 1] as number) - (offsets[index] as number)) * ENTRY_BYTES;
       }
+      return bytes;
+    };
+    for (let from = 0; from < sorted.length; ) {
+      // A slice ends at SLICE_WRITES blocks or when its blocks reach 4 × SLICE_BYTES (blocks are copied, not encoded).
+      let to = from;
+      let bytes = 0;
+      while (to < sorted.length && to - from < SLICE_WRITES && (to === from || bytes < 4 * SLICE_BYTES)) {
+        bytes += termBytes(sorted[to] as string);
+        to += 1;
+      }
+      const slice = sorted.slice(from, to);
+      from = to;
       const buffer = Buffer.allocUnsafe(bytes);
       const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
       let at = 0;
@@ -299,14 +376,14 @@ export class IndexWriter {
           const position = list[part] as number;
           const { offsets, entries } = (documents[position] as DocumentToWrite).content.postings;
           const index = list[part + 1] as number;
-          const from = (offsets[index] as number) * ENTRY_BYTES;
-          const to = (offsets[index + 1] as number) * ENTRY_BYTES;
-          buffer.set(entries.subarray(from, to), at);
+          const begin = (offsets[index] as number) * ENTRY_BYTES;
+          const end = (offsets[index + 1] as number) * ENTRY_BYTES;
+          buffer.set(entries.subarray(begin, end), at);
           const moved = shifts[position] as number;
           if (moved !== 0)
-            for (let entry = at; entry < at + to - from; entry += ENTRY_BYTES)
+            for (let entry = at; entry < at + end - begin; entry += ENTRY_BYTES)
               view.setUint32(entry, view.getUint32(entry, true) + moved, true);
-          at += to - from;
+          at += end - begin;
         }
         const block = buffer.subarray(start, at);
         pending.push(() => blocks.put(blockKey(segment, term), block));

@@ -14,11 +14,12 @@ import type { Logger } from '../logger.js';
 import {
   blockKey,
   segmentKeyFor,
+  segmentTermCount,
   segmentTermsKey,
   vectorKey,
-  type DocumentTerms,
   type RagDatabases,
   type SegmentRecord,
+  type SegmentTerms,
 } from './index-store.js';
 import type { IndexWriter } from './ingestion.js';
 import { entryCount, mergeBlocks } from './postings.js';
@@ -28,8 +29,10 @@ export const MERGE_FACTOR = 8;
 /** Segments below this many postings are tier 0. */
 const TIER_BASE = 16_384;
 /** Blocks read per segment per slice, and keys written or removed per transaction. */
-const READ_SLICE = 512;
-const WRITE_SLICE = 4000;
+const READ_SLICE = 128;
+const WRITE_SLICE = 2000;
+/** Bytes of blocks written per transaction: a merge's blocks of common terms are large. */
+const WRITE_SLICE_BYTES = 1024 * 1024;
 
 /** The tier of a segment of `postings` postings. */
 export function tierOf(postings: number): number {
@@ -166,9 +169,11 @@ export class SegmentMerger {
     const cursors = sources.map((source) => new BlockCursor(this.databases, source));
     let postings = 0;
     let pending: Array<[string, Buffer]> = [];
+    let pendingBytes = 0;
     const write = () => {
       const batch = pending;
       pending = [];
+      pendingBytes = 0;
       this.writer.transaction(() => {
         for (const [key, block] of batch) this.databases.blocks.put(key, block);
       });
@@ -194,8 +199,9 @@ export class SegmentMerger {
       if (count > 0) {
         postings += count;
         pending.push([blockKey(target.key, term), Buffer.from(merged.buffer, merged.byteOffset, merged.byteLength)]);
+        pendingBytes += merged.byteLength;
       }
-      if (pending.length >= WRITE_SLICE) {
+      if (pending.length >= WRITE_SLICE || pendingBytes >= WRITE_SLICE_BYTES) {
         write();
         await this.yieldBetween();
       }
@@ -256,7 +262,7 @@ export class SegmentMerger {
   /** Takes an abandoned ingestion's applied document frequencies back out of rag-df, last terms first. */
   private async takeBackFrequencies(key: string): Promise<void> {
     const { segments, meta } = this.databases;
-    const stored = meta.get(segmentTermsKey(key)) as DocumentTerms | undefined;
+    const stored = meta.get(segmentTermsKey(key)) as SegmentTerms | undefined;
     const terms = stored?.terms.split('\n') ?? [];
     for (;;) {
       if (this.closed) return;
@@ -266,7 +272,7 @@ export class SegmentMerger {
         if (!record || applied === 0 || !stored) return true;
         const from = Math.max(0, applied - WRITE_SLICE);
         const changes = new Map<string, number>();
-        for (let index = from; index < applied; index += 1) changes.set(terms[index] as string, -(stored.counts[index] ?? 0));
+        for (let index = from; index < applied; index += 1) changes.set(terms[index] as string, -segmentTermCount(stored, index));
         this.writer.applyFrequencies(changes);
         segments.put(key, { ...record, df_applied: from });
         return false;

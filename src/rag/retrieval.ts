@@ -6,7 +6,15 @@
 import type { Logger } from '../logger.js';
 import { scoreBm25, type LexicalHit, type SegmentView } from './bm25.js';
 import type { Embedder } from './embeddings.js';
-import { chunkIdFor, readCorpus, segmentTermsKey, type DocumentRecord, type DocumentTerms, type RagDatabases } from './index-store.js';
+import {
+  chunkIdFor,
+  readCorpus,
+  segmentTermCount,
+  segmentTermsKey,
+  type DocumentRecord,
+  type RagDatabases,
+  type SegmentTerms,
+} from './index-store.js';
 import { round } from './round.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
@@ -50,9 +58,14 @@ function openSegments(context: RetrievalContext, code: string | undefined): { vi
       seen.add(key);
       let terms = context.pendingTerms.get(key);
       if (!terms) {
-        const stored = databases.meta.get(segmentTermsKey(key)) as DocumentTerms | undefined;
-        terms = new Map();
-        if (stored) stored.terms.split('\n').forEach((term, index) => terms?.set(term, [index, stored.counts[index] ?? 0]));
+        const stored = databases.meta.get(segmentTermsKey(key)) as SegmentTerms | undefined;
+        const map: PendingTerms = new Map();
+        if (stored) {
+          stored.terms.split('\n').forEach((term, index) => {
+            map.set(term, [index, segmentTermCount(stored, index)]);
+          });
+        }
+        terms = map;
         context.pendingTerms.set(key, terms);
       }
       pending.push({ terms, applied: value.df_applied ?? 0 });

@@ -34,6 +34,8 @@ export function createPreparer(threads: number): Preparer {
     maxThreads: threads,
     // Threads stop when idle, so a server that ingests nothing holds no extra memory.
     idleTimeout: 30_000,
+    // Background work: on a busy core the event loop (chat, /health) gets the CPU first.
+    niceIncrement: 10,
   });
   return {
     extract: (task, signal) => pool.run(task, { name: 'extract', signal }) as Promise<ExtractOutcome>,

@@ -1,0 +1,149 @@
+/**
+ * Scenario 10: 100 documents of 500 KB uploaded at once (multipart, one file per request) to the
+ * server process, while a prober asks /health every 20 ms and a chat every 200 ms. Reports how long
+ * the documents took, the rate, /health and chat latency during it, and the server's own event-loop
+ * delay (prom-client's figures from /metrics, reset by the scrape before the burst).
+ */
+import { startColloquy } from './colloquy.js';
+import { percentile, round, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+
+const DOCUMENT_BYTES = 500 * 1024;
+const ADMIN = 'bench-ingest-admin-token-0123456789';
+
+/** Prose-like text: sentences of words from a few thousand, in paragraphs. */
+function document(seed: number): string {
+  let state = seed;
+  const next = () => {
+    state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
+    return state / 4_294_967_296;
+  };
+  const parts: string[] = [];
+  let length = 0;
+  while (length < DOCUMENT_BYTES) {
+    const sentence = `${Array.from({ length: 12 }, () => `w${Math.floor(next() ** 2 * 8000).toString(36)}`).join(' ')}.`;
+    parts.push(sentence, parts.length % 8 === 7 ? '\n\n' : ' ');
+    length += sentence.length + 1;
+  }
+  return parts.join('').slice(0, DOCUMENT_BYTES);
+}
+
+async function eventLoopDelay(url: string): Promise<{ p99: number; max: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) =>
+    Number(new RegExp(`^colloquy_nodejs_eventloop_lag_${name}_seconds (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN) * 1000;
+  return { p99: value('p99'), max: value('max') };
+}
+
+export const ingestLoadScenario: Scenario = {
+  id: 'ingest-load',
+  number: 10,
+  title: '100 documents of 500 KB uploaded at once: /health and the event loop meanwhile',
+  async run(options: RunOptions): Promise<ScenarioResult> {
+    const uploads = options.quick ? 20 : 100;
+    const server = await startColloquy({ env: { COLLOQUY_ADMIN_TOKEN: ADMIN } });
+    try {
+      const bodies = Array.from({ length: uploads }, (_, index) => document(index + 1));
+      // Idle figures first: the event-loop delay of the same server doing nothing but the probes.
+      await eventLoopDelay(server.url);
+      const idleHealth: number[] = [];
+      for (let probe = 0; probe < 50; probe += 1) {
+        const asked = performance.now();
+        await (await fetch(`${server.url}/health`)).arrayBuffer();
+        idleHealth.push(performance.now() - asked);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const idleDelay = await eventLoopDelay(server.url);
+
+      const health: number[] = [];
+      const chats: number[] = [];
+      let uploading = true;
+      const started = performance.now();
+      const probing = (async () => {
+        let probes = 0;
+        while (uploading) {
+          const asked = performance.now();
+          await (await fetch(`${server.url}/health`)).arrayBuffer();
+          health.push(performance.now() - asked);
+          probes += 1;
+          if (probes % 10 === 0) {
+            const chatAsked = performance.now();
+            const chat = await fetch(`${server.url}/api/chat/`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ message: 'still answering?' }),
+            });
+            await chat.arrayBuffer();
+            chats.push(performance.now() - chatAsked);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      })();
+      const statuses = await Promise.all(
+        bodies.map(async (text, index) => {
+          const form = new FormData();
+          form.append('collection', 'bench');
+          form.append('file', new Blob([text], { type: 'text/plain' }), `document-${index}.txt`);
+          const response = await fetch(`${server.url}/api/rag/documents`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${ADMIN}` },
+            body: form,
+          });
+          await response.arrayBuffer();
+          return response.status;
+        }),
+      );
+      const seconds = (performance.now() - started) / 1000;
+      uploading = false;
+      await probing;
+      const delay = await eventLoopDelay(server.url);
+      health.sort((a, b) => a - b);
+      idleHealth.sort((a, b) => a - b);
+      chats.sort((a, b) => a - b);
+      const failed = statuses.filter((status) => status !== 201).length;
+      const rows: Row[] = [
+        {
+          phase: 'idle',
+          documents: 0,
+          seconds: null,
+          'MB/s': null,
+          '/health p50 ms': round(percentile(idleHealth, 0.5), 2),
+          '/health p99 ms': round(percentile(idleHealth, 0.99), 2),
+          'chat p99 ms': null,
+          'event loop p99 ms': round(idleDelay.p99, 1),
+          'event loop max ms': round(idleDelay.max, 1),
+        },
+        {
+          phase: `${uploads} × 500 KB at once`,
+          documents: uploads - failed,
+          seconds: round(seconds, 1),
+          'MB/s': round((uploads * DOCUMENT_BYTES) / 1024 ** 2 / seconds, 1),
+          '/health p50 ms': round(percentile(health, 0.5), 2),
+          '/health p99 ms': round(percentile(health, 0.99), 2),
+          'chat p99 ms': round(percentile(chats, 0.99), 1),
+          'event loop p99 ms': round(delay.p99, 1),
+          'event loop max ms': round(delay.max, 1),
+        },
+      ];
+      const healthP99 = percentile(health, 0.99);
+      return {
+        rows,
+        goals: [
+          {
+            goal: `/health p99 ≤ 50 ms while ${uploads} documents of 500 KB go in`,
+            measured: `${round(healthP99, 1)} ms`,
+            met: healthP99 <= 50 && failed === 0,
+          },
+          { goal: 'server event-loop delay p99 ≤ 10 ms during ingestion', measured: `${round(delay.p99, 1)} ms`, met: delay.p99 <= 10 },
+          { goal: 'server event-loop delay max ≤ 50 ms during ingestion', measured: `${round(delay.max, 1)} ms`, met: delay.max <= 50 },
+        ],
+        notes: [
+          `one .txt file of 500 KB per multipart request, all ${uploads} sent at once; ${health.length} /health probes (one every 20 ms) and ${chats.length} chats (built-in model) during it`,
+          'event-loop delay: prom-client’s colloquy_nodejs_eventloop_lag_p99/max_seconds from the server’s /metrics (10 ms resolution), reset by the scrape before the phase',
+          `the server runs with its default worker pool (cores − 1 threads, at least one); failed uploads: ${failed}`,
+        ],
+      };
+    } finally {
+      await server.stop();
+    }
+  },
+};
