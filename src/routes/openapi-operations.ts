@@ -42,6 +42,8 @@ export interface Operation {
   tag: string;
   access: Access;
   body?: Schema;
+  /** A multipart/form-data request the route also takes (file uploads), as JSON Schema. */
+  upload?: Json;
   /** Path parameters' example values (they name things earlier examples created). */
   params?: Record<string, string>;
   query?: Array<{ name: string; description: string; schema: Json }>;
@@ -205,13 +207,24 @@ export function operations(planNames: string[]): Record<string, Operation> {
       examples: [{ name: 'revoke' }],
     },
     'POST /api/rag/documents': {
-      summary: 'Add a document to the knowledge base (same url, else title: replaced)',
-      description: ADMIN_NOTE,
+      summary: 'Add documents to the knowledge base: one as JSON, or files (.txt .md .html .pdf .docx) as multipart/form-data',
+      description: `${ADMIN_NOTE} JSON: the same url (else title) replaces. Files: each stands alone; 201 when all went in, else 422 unprocessable_document listing every file's outcome (the others stay in). With Accept: application/x-ndjson, one line per stage of every document, then a summary.`,
       tag: 'Knowledge base',
       access: 'admin',
       body: IngestBody,
+      upload: {
+        type: 'object',
+        properties: {
+          collection: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
+          file: {
+            type: 'array',
+            items: { type: 'string', contentMediaType: 'application/octet-stream' },
+            description: 'One or many files, under any field name.',
+          },
+        },
+      },
       status: 201,
-      replies: [json(replies.IngestedReply)],
+      replies: [json(replies.IngestReply), { kind: 'ndjson', lines: replies.IngestNdjsonLines }],
       examples: [
         {
           name: 'tea',

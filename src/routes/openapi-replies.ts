@@ -223,11 +223,44 @@ const Document = v.object({
   collection: Str,
   chunks: Int,
   chars: Int,
+  format: v.picklist(['text', 'markdown', 'html', 'pdf', 'docx']),
+  pages: v.optional(Int),
   indexed_at: Timestamp,
   url: v.optional(Str),
 });
-/** POST /api/rag/documents. */
+/** POST /api/rag/documents with JSON. */
 export const IngestedReply = v.object({ document_id: Str, chunks: Int, collection: Str, title: Str, replaced: v.boolean() });
+const UploadedFile = v.object({
+  status: v.literal('done'),
+  file: Str,
+  document_id: Str,
+  chunks: Int,
+  collection: Str,
+  title: Str,
+  replaced: v.boolean(),
+});
+/** POST /api/rag/documents with files (201: every file went in). */
+const UploadedReply = v.object({ documents: v.array(UploadedFile) });
+/** POST /api/rag/documents: one document as JSON, or files. */
+export const IngestReply = v.union([IngestedReply, UploadedReply]);
+const IngestError = v.object({ code: v.picklist(CODES), message: Str });
+/** The NDJSON lines of POST /api/rag/documents with Accept: application/x-ndjson, by `type`. */
+export const IngestNdjsonLines = {
+  progress: v.object({
+    type: v.literal('progress'),
+    index: Int,
+    file: Str,
+    stage: v.picklist(['extracting', 'chunking', 'indexing', 'done', 'error']),
+    document_id: v.optional(Str),
+    chunks: v.optional(Int),
+    collection: v.optional(Str),
+    title: v.optional(Str),
+    replaced: v.optional(v.boolean()),
+    error: v.optional(IngestError),
+  }),
+  summary: v.object({ type: v.literal('summary'), status: Int, indexed: Int, failed: Int, chunks: Int }),
+  error: v.object({ type: v.literal('error'), error: IngestError }),
+};
 /** GET /api/rag/documents. */
 export const DocumentsReply = v.object({ documents: v.array(Document), collections: v.array(Collection), next_after: v.optional(Str) });
 /** GET /api/rag/documents/{document_id}. */

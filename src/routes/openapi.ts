@@ -122,6 +122,7 @@ export function openApiDocument(routes: readonly Route[], planNames: string[], v
             schema: jsonSchema(operation.body),
             example: operation.examples.find((example) => example.body !== undefined)?.body,
           },
+          ...(operation.upload ? { 'multipart/form-data': { schema: operation.upload } } : {}),
         },
       };
     }
