@@ -1,11 +1,12 @@
 /** `colloquy rag …` on a data directory, then the server reading what the CLI indexed. */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
+import { makeDocx, makePdf, makeScannedPdf } from './helpers/documents.js';
 import { bootServer } from './helpers/server.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
@@ -35,7 +36,10 @@ function colloquy(dataDir: string, args: string[]): Promise<Run> {
 
 describe('colloquy rag', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'colloquy-rag-cli-'));
-  after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const directories = [dataDir];
+  after(() => {
+    for (const directory of directories) rmSync(directory, { recursive: true, force: true });
+  });
   const files = ['volcanoes.html', 'honeybees.md', 'tides.txt'].map((name) => join(CORPUS, name));
 
   it('indexes .html, .md and .txt files with one plain progress line each when not on a terminal', async () => {
@@ -83,6 +87,37 @@ describe('colloquy rag', () => {
     const run = await colloquy(dataDir, ['rag', 'add', files[0]!, empty, '--collection', 'cli']);
     assert.equal(run.code, 1);
     assert.match(run.stderr, /empty-notes\.md: /);
+  });
+
+  it('walks a directory: PDF and Word files go in with the rest, other files are skipped, an unreadable one is named', async () => {
+    // A data directory of its own: the tests below count the documents of the shared one.
+    const libraryData = mkdtempSync(join(tmpdir(), 'colloquy-rag-cli-dir-'));
+    directories.push(libraryData);
+    const tree = join(libraryData, 'library');
+    mkdirSync(join(tree, 'nested'), { recursive: true });
+    writeFileSync(
+      join(tree, 'manual.pdf'),
+      makePdf(['Setup\nPlug the kettle in.', 'Cleaning\nDescale the kettle monthly.'], { title: 'Kettle manual' }),
+    );
+    writeFileSync(join(tree, 'nested', 'policy.docx'), makeDocx(['Kitchen policy', 'Wash your own mug.']));
+    writeFileSync(join(tree, 'nested', 'notes.md'), '# Notes\n\nThe fridge is cleared on Fridays.');
+    writeFileSync(join(tree, 'photo.png'), Buffer.from([137, 80, 78, 71]));
+    writeFileSync(join(tree, 'scan.pdf'), makeScannedPdf());
+    const run = await colloquy(libraryData, ['rag', 'add', tree, '--collection', 'library', '--json']);
+    assert.equal(run.code, 1, 'one file could not be read');
+    const body = JSON.parse(run.stdout) as {
+      documents: Array<{ title: string; chunks: number }>;
+      failed: Array<{ file: string; error: string }>;
+      skipped: number;
+    };
+    assert.deepEqual(body.documents.map((document) => document.title).sort(), ['Kettle manual', 'Notes', 'policy']);
+    assert.equal(body.skipped, 1);
+    assert.deepEqual(
+      body.failed.map((failure) => failure.file),
+      [join(tree, 'scan.pdf')],
+    );
+    assert.match(body.failed[0]?.error ?? '', /no extractable text/);
+    assert.match(run.stderr, /failed .*scan\.pdf: scan\.pdf has no extractable text/);
   });
 
   it('answers a usage mistake with exit code 2', async () => {

@@ -52,10 +52,10 @@ const MAX_SEGMENT_CHUNKS = 20_000;
  * chunks are queued: a segment of many documents costs far fewer blocks per chunk than many small
  * ones, and leaves less to merge. A document alone is written at once.
  */
-const COALESCE_CHUNKS = 16_000;
+const COALESCE_CHUNKS = 8000;
 /** Text (or file bytes) of the documents addMany has in progress at once, at most. */
 const IN_FLIGHT_BYTES = 64 * 1024 * 1024;
-const COALESCE_MS = 500;
+const COALESCE_MS = 200;
 
 export interface DocumentInput {
   title: string;
