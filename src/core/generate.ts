@@ -18,10 +18,13 @@ import type { ModelCooldowns } from '../providers/cooldown.js';
 import type { ResolvedModel } from '../providers/registry.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
+import { loopBusyFor, nextTurn } from './loop-share.js';
 import type { Gathered } from './sources.js';
 
 /** NDJSON `generating` progress is repeated at most this often. */
 const PROGRESS_INTERVAL_MS = 250;
+/** Longest run of answer processing before the event loop is let through. */
+const LOOP_SHARE_MS = 5;
 
 /** The answer as it is produced: kept whole only when a session will store it. */
 export class AnswerRecord {
@@ -160,6 +163,9 @@ export async function* generate(
       // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the
       // loop returns the provider's stream, which closes the upstream request.
       batches: for await (const batch of stream) {
+        // An upstream faster than its reader is read from buffers without waiting for I/O: let
+        // the event loop turn every few milliseconds so other requests are not held.
+        if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
         for (const event of batch) {
           switch (event.type) {
             case 'thinking':

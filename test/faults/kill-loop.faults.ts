@@ -7,69 +7,25 @@
  * and the reply) is reported as overcharge: the contract allows it, never the opposite.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
-import { closedPort } from '../helpers/ports.js';
+import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 
-const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const ADMIN = 'kill-loop-admin-token-0123456789';
 const ROUNDS = 20;
 const CONCURRENCY = 24;
 
-const dataDir = mkdtempSync(join(tmpdir(), 'colloquy-kill-'));
-const configPath = join(dataDir, '..', `${dataDir.split('/').pop()}-config.json`);
-writeFileSync(configPath, JSON.stringify({ plans: { free: { quota: 1_000_000, window_seconds: 86_400 } }, default_plan: 'free' }));
-let child: ChildProcess | undefined;
-
-after(() => {
-  child?.kill('SIGKILL');
-  rmSync(dataDir, { recursive: true, force: true });
-  rmSync(configPath, { force: true });
+let server: ServerProcess | undefined;
+after(async () => {
+  await server?.close();
 });
 
-async function start(port: number): Promise<string> {
-  const server = spawn(process.execPath, [CLI, 'serve'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      COLLOQUY_DATA_DIR: dataDir,
-      COLLOQUY_CONFIG: configPath,
-      COLLOQUY_ADMIN_TOKEN: ADMIN,
-      LOG_LEVEL: 'silent',
-    },
-    stdio: 'ignore',
-  });
-  child = server;
-  const base = `http://127.0.0.1:${port}`;
-  for (let waited = 0; waited < 20_000; waited += 50) {
-    const up = await fetch(`${base}/health`).then(
-      (response) => response.status === 200,
-      () => false,
-    );
-    if (up) return base;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('the server did not start (or its store did not open)');
-}
-
-async function kill(): Promise<void> {
-  const server = child;
-  if (!server) return;
-  const exited = new Promise((resolve) => server.once('exit', resolve));
-  server.kill('SIGKILL');
-  await exited;
-  child = undefined;
-}
-
 describe('kill -9 loop', () => {
-  test('20 kills under load lose no acknowledged quota unit and no acknowledged turn', async () => {
-    const port = await closedPort();
-    let base = await start(port);
+  test('20 kills under load lose no acknowledged quota unit and no acknowledged turn', { timeout: 300_000 }, async () => {
+    server = await startServerProcess({
+      config: { plans: { free: { quota: 1_000_000, window_seconds: 86_400 } }, default_plan: 'free' },
+      env: { COLLOQUY_ADMIN_TOKEN: ADMIN },
+    });
+    const base = server.url;
     const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
     assert.equal((await fetch(`${base}/api/admin/users`, { method: 'POST', headers: admin, body: '{"user_id":"survivor"}' })).status, 201);
     const { key } = (await (await fetch(`${base}/api/admin/users/survivor/keys`, { method: 'POST', headers: admin })).json()) as {
@@ -99,10 +55,10 @@ describe('kill -9 loop', () => {
         }
       });
       await new Promise((resolve) => setTimeout(resolve, 150 + Math.floor(Math.random() * 450)));
-      await kill();
+      await server.kill();
       running = false;
       await Promise.all(callers);
-      base = await start(port);
+      await server.restart();
     }
     const quota = (await (await fetch(`${base}/api/chat/quota/me`, { headers: auth })).json()) as { used: number };
     let lostTurns = 0;
@@ -124,6 +80,5 @@ describe('kill -9 loop', () => {
     assert.ok(acknowledged.length > ROUNDS, 'chats were answered between the kills');
     assert.equal(lostTurns, 0, 'every acknowledged turn is stored');
     assert.ok(quota.used >= acknowledged.length, 'every acknowledged chat kept its quota unit');
-    await kill();
   });
 });

@@ -8,19 +8,19 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { bootServer, type TestServer } from '../helpers/server.js';
+import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 
 const DRIPPERS = 300;
 const DRIP_MS = 500;
 /** The test's own bound: the server must have closed every dripping connection by then. */
 const DEADLINE_MS = 25_000;
 
-let server: TestServer;
+let server: ServerProcess;
 /** The other caller: the drips come from this address, and hold (only) its anonymous slots. */
 let user: Record<string, string>;
 
 before(async () => {
-  server = await bootServer({
+  server = await startServerProcess({
     env: { COLLOQUY_ADMIN_TOKEN: 'admin-slow' },
     config: { plans: { free: { quota: 100_000, window_seconds: 86_400 } } },
   });
@@ -69,6 +69,7 @@ describe('slow clients', () => {
     }, DRIP_MS);
     const health: number[] = [];
     let chats = 0;
+    await server.eventLoopDelay();
     const started = performance.now();
     try {
       while (performance.now() - started < DEADLINE_MS && all.some((entry) => entry.closedAfterMs === undefined)) {
@@ -87,12 +88,14 @@ describe('slow clients', () => {
       clearInterval(drip);
       for (const entry of all) entry.socket.destroy();
     }
+    const delay = await server.eventLoopDelay();
     const open = all.filter((entry) => entry.closedAfterMs === undefined).length;
     const closedAt = all.map((entry) => entry.closedAfterMs ?? Number.POSITIVE_INFINITY);
     console.log(
       `slow clients: ${DRIPPERS} header drips + ${DRIPPERS} body drips; all closed by the server within ` +
         `${Math.round(Math.max(...closedAt))} ms (p50 ${Math.round(percentile(closedAt, 0.5))} ms); ` +
-        `meanwhile ${health.length} /health (p50 ${percentile(health, 0.5).toFixed(1)} ms, p99 ${percentile(health, 0.99).toFixed(1)} ms) and ${chats} chats answered`,
+        `meanwhile ${health.length} /health (p50 ${percentile(health, 0.5).toFixed(1)} ms, p99 ${percentile(health, 0.99).toFixed(1)} ms) and ${chats} chats answered; ` +
+        `server event-loop delay p99 ${delay.p99_ms} ms, max ${delay.max_ms} ms`,
     );
     assert.equal(open, 0, `${open} dripping connections were still open after ${DEADLINE_MS} ms`);
     assert.ok(chats > 0);
