@@ -198,6 +198,26 @@ describe('uploading files to the knowledge base', () => {
     assert.equal(anonymous.status, 401);
   });
 
+  it('reports the same progress lines for one JSON document with Accept: application/x-ndjson', async () => {
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ title: 'Printer', text: 'The printer is on the second floor.', collection: 'json' }),
+    });
+    assert.equal(response.status, 200);
+    const lines = (await response.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as ProgressLine);
+    assert.deepEqual(
+      lines.map((line) => line.stage ?? line.type),
+      ['extracting', 'chunking', 'indexing', 'done', 'summary'],
+    );
+    assert.equal(lines[3]?.file, 'Printer');
+    assert.match(lines[3]?.document_id ?? '', /^doc_[0-9a-f]{24}$/);
+    assert.deepEqual(lines[4], { type: 'summary', status: 201, indexed: 1, failed: 0, chunks: 1 });
+  });
+
   it('replaces a file uploaded again under the same name into the same collection', async () => {
     const first = (await (
       await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at noon.']], 'faq') })
