@@ -7,7 +7,8 @@
  *
  * A document goes through four stages, reported to whoever asks (the NDJSON upload, the command
  * line): extracting and chunking in a worker thread, indexing on the main thread in short
- * transactions, done. Documents ready at the same time are written together as one segment.
+ * transactions, done. Documents ready at the same time are written together as one segment
+ * (write-queue.ts).
  */
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -34,6 +35,7 @@ import { retrievePassages, type RetrievalContext } from './retrieval.js';
 import { RetrievalCounters, ragStats, type RagStats } from './retrieval-stats.js';
 import type { Passage, Retriever } from './types.js';
 import { createPreparer, defaultIngestThreads, type Preparer } from './worker-pool.js';
+import { WriteQueue } from './write-queue.js';
 
 export {
   COLLECTION_PATTERN,
@@ -44,18 +46,8 @@ export {
 export type { IngestResult } from './ingestion.js';
 export type { RagStats } from './retrieval-stats.js';
 
-/** Documents written together as one segment, at most. */
-const MAX_SEGMENT_DOCUMENTS = 256;
-const MAX_SEGMENT_CHUNKS = 20_000;
-/**
- * While other documents are still being prepared, a write waits (up to COALESCE_MS) until this many
- * chunks are queued: a segment of many documents costs far fewer blocks per chunk than many small
- * ones, and leaves less to merge. A document alone is written at once.
- */
-const COALESCE_CHUNKS = 8000;
 /** Text (or file bytes) of the documents addMany has in progress at once, at most. */
 const IN_FLIGHT_BYTES = 64 * 1024 * 1024;
-const COALESCE_MS = 200;
 
 export interface DocumentInput {
   title: string;
@@ -102,12 +94,6 @@ export interface KnowledgeBaseOptions {
   maxTextBytes?: number;
 }
 
-interface QueuedWrite {
-  document: DocumentToWrite;
-  resolve: (result: IngestResult) => void;
-  reject: (error: unknown) => void;
-}
-
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB. */
@@ -119,11 +105,7 @@ export class KnowledgeBase implements Retriever {
   private readonly retrieval: RetrievalContext;
   private readonly counters: RetrievalCounters;
   private readonly chunkOptions: ChunkOptions;
-  private readonly queue: QueuedWrite[] = [];
-  private writing: Promise<void> | undefined;
-  /** Documents between the start of add() and their place in the write queue. */
-  private preparing = 0;
-  private wakeWriter: (() => void) | undefined;
+  private readonly writes: WriteQueue;
   private closed = false;
 
   constructor(
@@ -148,6 +130,7 @@ export class KnowledgeBase implements Retriever {
     };
     this.writer = new IndexWriter(storage.root, this.databases);
     this.merger = new SegmentMerger(this.databases, this.writer, yieldToEventLoop, options.logger);
+    this.writes = new WriteQueue(this.writer, yieldToEventLoop, () => this.merger.schedule());
     this.preparer = createPreparer(options.threads ?? defaultIngestThreads());
     this.retrieval = {
       databases: this.databases,
@@ -207,17 +190,7 @@ export class KnowledgeBase implements Retriever {
       });
     }
     await this.ready;
-    this.preparing += 1;
-    let queued = false;
-    try {
-      const document = await this.prepare(input, collection, signal, onStage);
-      this.preparing -= 1;
-      queued = true;
-      return await this.enqueueWrite(document);
-    } finally {
-      if (!queued) this.preparing -= 1;
-      this.wakeWriter?.();
-    }
+    return this.writes.add(() => this.prepare(input, collection, signal, onStage));
   }
 
   /** Extraction and chunking in the worker pool, embedding when configured: a document ready to write. */
@@ -313,7 +286,7 @@ export class KnowledgeBase implements Retriever {
   /** Resolves when background merges and clean-up have finished (tests, benches). */
   async settle(): Promise<void> {
     await this.ready;
-    while (this.writing) await this.writing;
+    await this.writes.idle();
     await this.merger.idle();
   }
 
@@ -412,7 +385,7 @@ export class KnowledgeBase implements Retriever {
     if (this.closed) return;
     this.closed = true;
     await this.ready;
-    while (this.writing) await this.writing;
+    await this.writes.close();
     await this.merger.close();
     this.counters.close();
     await this.preparer.close();
@@ -423,68 +396,5 @@ export class KnowledgeBase implements Retriever {
     const retriever: RagStats['retriever'] = { kind: this.kind };
     if (this.options.embedder) retriever.embedding_model = this.options.embedder.model;
     return ragStats(this.databases, this.counters, retriever);
-  }
-
-  /** Queues a prepared document; documents queued together are written as one segment. */
-  private enqueueWrite(document: DocumentToWrite): Promise<IngestResult> {
-    if (this.closed) return Promise.reject(new ApiError('unavailable', 'The knowledge base is closing.'));
-    return new Promise<IngestResult>((resolve, reject) => {
-      this.queue.push({ document, resolve, reject });
-      this.wakeWriter?.();
-      this.writing ??= this.drainWrites().finally(() => {
-        this.writing = undefined;
-      });
-    });
-  }
-
-  /** Waits while more documents are on their way and the queue is still small (see COALESCE_CHUNKS). */
-  private async coalesce(): Promise<void> {
-    const deadline = performance.now() + COALESCE_MS;
-    for (;;) {
-      let chunks = 0;
-      for (const queued of this.queue) chunks += queued.document.content.texts.length;
-      const wait = deadline - performance.now();
-      if (this.preparing === 0 || chunks >= COALESCE_CHUNKS || wait <= 0 || this.closed) return;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        this.wakeWriter = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wakeWriter = undefined;
-    }
-  }
-
-  private async drainWrites(): Promise<void> {
-    while (this.queue.length > 0) {
-      await this.coalesce();
-      const collection = (this.queue[0] as QueuedWrite).document.collection;
-      const batch: QueuedWrite[] = [];
-      let chunks = 0;
-      for (let index = 0; index < this.queue.length && batch.length < MAX_SEGMENT_DOCUMENTS; ) {
-        const queued = this.queue[index] as QueuedWrite;
-        const size = queued.document.content.texts.length;
-        if (queued.document.collection !== collection || (batch.length > 0 && chunks + size > MAX_SEGMENT_CHUNKS)) {
-          index += 1;
-          continue;
-        }
-        batch.push(queued);
-        chunks += size;
-        this.queue.splice(index, 1);
-      }
-      try {
-        const results = await this.writer.write(
-          batch.map((queued) => queued.document),
-          yieldToEventLoop,
-        );
-        batch.forEach((queued, index) => {
-          queued.resolve(results[index] as IngestResult);
-        });
-      } catch (error) {
-        for (const queued of batch) queued.reject(error);
-      }
-      this.merger.schedule();
-    }
   }
 }
