@@ -31,6 +31,12 @@ function form(files: Array<[string, Buffer | string, string?]>, collection?: str
   return body;
 }
 
+/** A refusal's status, catalogue code and message. */
+async function refusal(response: Response): Promise<{ status: number; code: string; message: string }> {
+  const body = (await response.json()) as { error: { code: string; message: string } };
+  return { status: response.status, code: body.error.code, message: body.error.message };
+}
+
 const HANDBOOK = makePdf(
   [
     'Staff handbook\nThis handbook covers the office.',
@@ -163,7 +169,9 @@ describe('uploading files to the knowledge base', () => {
       ]),
     });
     assert.equal(big.status, 413);
-    assert.match(((await big.json()) as { error: { message: string } }).error.message, /huge\.txt is larger than .*rag\.max_file_bytes/);
+    const bigRefusal = await refusal(big);
+    assert.equal(bigRefusal.code, 'payload_too_large');
+    assert.match(bigRefusal.message, /huge\.txt is larger than .*rag\.max_file_bytes/);
 
     const wordy = await server.fetch('/api/rag/documents', {
       method: 'POST',
@@ -171,7 +179,9 @@ describe('uploading files to the knowledge base', () => {
       body: form([['wordy.txt', 'word '.repeat(30_000)]]),
     });
     assert.equal(wordy.status, 413);
-    assert.match(((await wordy.json()) as { error: { message: string } }).error.message, /rag\.max_extracted_bytes/);
+    const wordyRefusal = await refusal(wordy);
+    assert.equal(wordyRefusal.code, 'payload_too_large');
+    assert.match(wordyRefusal.message, /rag\.max_extracted_bytes/);
 
     const upload = await server.fetch('/api/rag/documents', {
       method: 'POST',
@@ -183,7 +193,9 @@ describe('uploading files to the knowledge base', () => {
       ]),
     });
     assert.equal(upload.status, 413);
-    assert.match(((await upload.json()) as { error: { message: string } }).error.message, /400000 bytes/);
+    const uploadRefusal = await refusal(upload);
+    assert.equal(uploadRefusal.code, 'payload_too_large');
+    assert.match(uploadRefusal.message, /400000 bytes/);
   });
 
   it('refuses a file type it cannot read with 415, and an upload without the admin token with 401', async () => {
@@ -193,9 +205,44 @@ describe('uploading files to the knowledge base', () => {
       body: form([['photo.png', Buffer.from([137, 80, 78, 71])]]),
     });
     assert.equal(response.status, 415);
-    assert.match(((await response.json()) as { error: { message: string } }).error.message, /photo\.png/);
+    const typeRefusal = await refusal(response);
+    assert.equal(typeRefusal.code, 'unsupported_media_type');
+    assert.match(typeRefusal.message, /photo\.png/);
     const anonymous = await server.fetch('/api/rag/documents', { method: 'POST', body: form([['a.txt', 'text']]) });
     assert.equal(anonymous.status, 401);
+    assert.equal((await refusal(anonymous)).code, 'unauthorized');
+  });
+
+  it('answers a malformed upload with 400 invalid_request naming what is wrong, and a body of another type with 415', async () => {
+    const noFile = await refusal(await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([], 'empty') }));
+    assert.deepEqual([noFile.status, noFile.code], [400, 'invalid_request']);
+    assert.match(noFile.message, /no file/);
+
+    const badCollection = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form([['a.txt', 'text']], 'no spaces'),
+    });
+    assert.equal(badCollection.status, 400);
+    const badBody = (await badCollection.json()) as { error: { code: string; details: Array<{ path: string }> } };
+    assert.equal(badBody.error.code, 'invalid_request');
+    assert.deepEqual(
+      badBody.error.details.map((detail) => detail.path),
+      ['collection'],
+    );
+
+    const noBoundary = await refusal(
+      await server.fetch('/api/rag/documents', { method: 'POST', headers: { ...auth, 'content-type': 'multipart/form-data' }, body: 'x' }),
+    );
+    assert.deepEqual([noBoundary.status, noBoundary.code], [400, 'invalid_request']);
+    assert.match(noBoundary.message, /multipart body cannot be read/);
+
+    const plain = await refusal(
+      await server.fetch('/api/rag/documents', { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: 'just text' }),
+    );
+    assert.deepEqual([plain.status, plain.code], [415, 'unsupported_media_type']);
+    const listed = await server.fetch('/api/rag/documents?collection=empty', { headers: auth });
+    assert.equal(listed.status, 404, 'nothing was indexed');
   });
 
   it('reports the same progress lines for one JSON document with Accept: application/x-ndjson', async () => {
