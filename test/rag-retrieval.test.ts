@@ -139,6 +139,15 @@ describe('text pipeline', () => {
       );
   });
 
+  it('reads a paragraph far longer than its segmenting window (many lines, no full stop) whole, cut only between words', () => {
+    // Long paragraphs are segmented a window at a time (a whole-paragraph pass was quadratic).
+    const lines = Array.from({ length: 3000 }, (_, line) => Array.from({ length: 8 }, (_, word) => `w${line}x${word}`).join(' '));
+    const chunks = chunkText(lines.join('\n'), { size: 500, overlap: 0 });
+    const words = chunks.flatMap((chunk) => chunk.split(/\s+/));
+    assert.deepEqual(words, lines.join(' ').split(' '), 'every word once, whole, in order');
+    for (const chunk of chunks) assert.ok(chunk.length <= 500);
+  });
+
   it('cuts a sentence longer than a chunk at word boundaries', () => {
     const long = Array.from({ length: 400 }, (_, index) => `word${index}`).join(' ');
     const chunks = chunkText(long, { size: 200, overlap: 20 });
