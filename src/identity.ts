@@ -4,12 +4,10 @@ import type { Authenticator } from './auth/types.js';
 import type { Config } from './config/index.js';
 import type { Clock } from './domain/types.js';
 import { createQuotaService, type QuotaServiceWithStatus } from './quota/service.js';
-import { LmdbApiKeyStore } from './store/lmdb-keys.js';
-import { LmdbQuotaCounters } from './store/lmdb-quota.js';
-import { LmdbSessionStore } from './store/lmdb-sessions.js';
-import { LmdbUserStore } from './store/lmdb-users.js';
 import type { LmdbStorage } from './store/lmdb.js';
-import type { ApiKeyStore, QuotaCounterStore, SessionStore, UserStore } from './store/types.js';
+import { storesOn } from './store/open.js';
+import type { RedisStorage } from './store/redis.js';
+import type { ApiKeyStore, QuotaCounterStore, SessionStore, UsageStore, UserStore } from './store/types.js';
 
 export interface IdentityServices {
   auth: Authenticator;
@@ -17,22 +15,24 @@ export interface IdentityServices {
   sessions: SessionStore;
   users: UserStore;
   apiKeys: ApiKeyStore;
+  /** Where the usage history is kept (the same engine). */
+  usageStore: UsageStore;
 }
 
 /** Builds auth, quota, sessions, users and keys on the given storage. */
 export function createIdentityServices(
   config: Readonly<Config>,
-  storage: LmdbStorage,
-  clock: Clock = Date.now,
+  storage: LmdbStorage | RedisStorage,
+  clock?: Clock,
   wrapCounters: (counters: QuotaCounterStore) => QuotaCounterStore = (counters) => counters,
 ): IdentityServices {
-  const users = new LmdbUserStore(storage);
-  const apiKeys = new LmdbApiKeyStore(storage);
+  const { users, apiKeys, counters, sessions, usage } = storesOn(storage, config.sessionMaxTurns, clock);
   return {
     auth: createAuthenticator(config, users, apiKeys, clock),
-    quota: createQuotaService(config, wrapCounters(new LmdbQuotaCounters(storage)), clock),
-    sessions: new LmdbSessionStore(storage, config.sessionMaxTurns),
+    quota: createQuotaService(config, wrapCounters(counters), clock),
+    sessions,
     users,
     apiKeys,
+    usageStore: usage,
   };
 }

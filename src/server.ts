@@ -19,7 +19,7 @@ import { recordUpstreamCalls } from './upstream/observer.js';
 import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
 import { LmdbStorage } from './store/lmdb.js';
-import { LmdbUsageStore } from './store/lmdb-usage.js';
+import { openStorage } from './store/open.js';
 import { LmdbStreamLog } from './store/lmdb-stream-log.js';
 import { ResumableRuns } from './core/resumable-runs.js';
 import { UsageLog } from './quota/usage.js';
@@ -59,16 +59,22 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     maxBytes: config.upstream.maxFrameBytes,
     observer: upstreamCalls,
   });
-  const storage = new LmdbStorage(config.dataDir);
+  const storage = await openStorage(config, logger);
+  // Resumable stream logs are kept by each node in its own data directory.
+  const local = storage instanceof LmdbStorage ? storage : new LmdbStorage(config.dataDir);
+  const closeStorage = async () => {
+    await storage.close();
+    if (local !== storage) await local.close();
+  };
   const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
-  const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
+  const knowledge = createKnowledgeBase(config, local, { logger, metrics });
   let search: Services['search'];
   try {
     search = createSearchProvider(config.search, { metrics, logger, retriever: knowledge });
   } catch (error) {
     // A search provider missing its URL or key stops start-up: close what was opened first.
     await knowledge.close();
-    await storage.close();
+    await closeStorage();
     throw error;
   }
 
@@ -93,7 +99,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     ),
     streams: new StreamSlots(config.maxStreams),
     resumable: new ResumableRuns(
-      new LmdbStreamLog(storage, config.resumable.maxBytes),
+      new LmdbStreamLog(local, config.resumable.maxBytes),
       {
         maxBytes: config.resumable.maxBytes,
         ttlMs: config.resumable.ttlSeconds * 1000,
@@ -109,7 +115,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
         logged: (bytes) => metrics.streamLogBytes.inc(bytes),
       },
     ),
-    usage: new UsageLog(new LmdbUsageStore(storage), { retentionDays: config.usageRetentionDays, logger, clock: options.clock }),
+    usage: new UsageLog(identity.usageStore, { retentionDays: config.usageRetentionDays, logger, clock: options.clock }),
     lifecycle: { draining: false },
     startedAt: performance.now(),
   };
@@ -164,7 +170,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     port = await http.listen(config.host, config.port);
   } catch (error) {
     await knowledge.close();
-    await storage.close();
+    await closeStorage();
     throw error;
   }
   reachability.start();
@@ -188,7 +194,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
         services.usage.stop();
         await upstream.close();
         await knowledge.close();
-        await storage.close();
+        await closeStorage();
         logger.info('stopped');
       })();
       return closing;

@@ -12,6 +12,7 @@ import type { QuotaServiceWithStatus } from './quota/service.js';
 import type { UsageLog } from './quota/usage.js';
 import type { ResumableRuns } from './core/resumable-runs.js';
 import type { LmdbStorage } from './store/lmdb.js';
+import type { RedisStorage } from './store/redis.js';
 import type { ApiKeyStore, SessionStore, UserStore } from './store/types.js';
 import type { KnowledgeBase } from './rag/knowledge-base.js';
 import type { SearchProvider } from './search/types.js';
@@ -23,7 +24,8 @@ export interface Services {
   config: Readonly<Config>;
   logger: Logger;
   metrics: Metrics;
-  storage: LmdbStorage;
+  /** The storage engine (LMDB, or Redis shared by many nodes): health and shutdown. */
+  storage: LmdbStorage | RedisStorage;
   /** Resolves the caller of a request (API key, admin token or anonymous by address). */
   auth: Authenticator;
   /** Plans and exact quotas (reserve once per accepted request; refund on upstream failure). */

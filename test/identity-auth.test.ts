@@ -135,8 +135,8 @@ describe('identity: callers, keys and the admin API', () => {
       assert.equal((await server.fetch(path, init({}))).status, 401, `${method} ${path} anonymous`);
       assert.equal((await server.fetch(path, init({ authorization: 'Bearer wrong-token' }))).status, 401, `${method} ${path} wrong token`);
     }
-    assert.equal(server.services.users.get('sneaky'), undefined);
-    assert.equal(server.services.users.get('erin')?.plan, 'free');
+    assert.equal(await server.services.users.get('sneaky'), undefined);
+    assert.equal((await server.services.users.get('erin'))?.plan, 'free');
   });
 
   test("admin validation errors name the field and what it accepts, never the validation library's wording", async () => {
@@ -202,15 +202,15 @@ describe('identity: callers, keys and the admin API', () => {
     const { key, key_id } = await createKey(server, 'heidi');
     const secret = key.slice(`ck_${key_id}_`.length);
     await server.services.storage.flush();
-    const files = readdirSync(server.dataDir);
+    const files = server.storageFiles();
     assert.ok(files.length > 0);
     for (const file of files) {
-      const bytes = readFileSync(join(server.dataDir, file));
+      const bytes = readFileSync(file);
       assert.equal(bytes.indexOf(secret), -1, `secret found in ${file}`);
       assert.equal(bytes.indexOf(key), -1, `key found in ${file}`);
     }
     // The key id is stored (it is how a key is found), proving the scan reads the right files.
-    assert.ok(files.some((file) => readFileSync(join(server.dataDir, file)).indexOf(key_id) !== -1));
+    assert.ok(files.some((file) => readFileSync(file).indexOf(key_id) !== -1));
   });
 });
 

@@ -98,7 +98,7 @@ describe('token budgets', () => {
       remaining,
       Array.from({ length: 80 }, (_, index) => index * 125),
     );
-    assert.equal(server.services.quota.status({ id: 'burst-tokens', plan: 'metered' }).tokens?.used, BUDGET);
+    assert.equal((await server.services.quota.status({ id: 'burst-tokens', plan: 'metered' })).tokens?.used, BUDGET);
   });
 
   test('a reply settles on the real usage: the unused estimate goes back', async () => {

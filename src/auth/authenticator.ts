@@ -45,12 +45,12 @@ export function createAuthenticator(
   const adminCaller = (): Caller => ({ kind: 'admin', id: 'admin', plan: config.defaultPlan });
 
   /** The user behind an API key, or undefined for an unknown, revoked or wrong key. */
-  const userForKey = (token: string): Caller | undefined => {
+  const userForKey = async (token: string): Promise<Caller | undefined> => {
     const parsed = parseKey(token);
     if (!parsed) return undefined;
-    const record = keys.get(parsed.keyId);
+    const record = await keys.get(parsed.keyId);
     if (!record || !secretMatches(parsed.secret, record.hash) || record.revoked_at !== undefined) return undefined;
-    const user = users.get(record.user_id);
+    const user = await users.get(record.user_id);
     if (!user) return undefined;
     const now = clock();
     const last = touched.get(record.key_id);
@@ -72,7 +72,7 @@ export function createAuthenticator(
         return { kind: 'anonymous', id: anonymousId(credentials.clientAddress), plan: config.anonymousPlan };
       }
       if (config.adminToken !== undefined && tokensEqual(token, config.adminToken)) return adminCaller();
-      const user = userForKey(token);
+      const user = await userForKey(token);
       if (!user) throw unauthorized('The API key is not valid or has been revoked.', INVALID_TOKEN);
       return user;
     },
@@ -83,7 +83,7 @@ export function createAuthenticator(
       const token = bearerToken(credentials.authorization);
       if (token === undefined) throw unauthorized('The admin API requires "Authorization: Bearer <admin token>".', REALM);
       if (tokensEqual(token, config.adminToken)) return adminCaller();
-      if (userForKey(token)) throw new ApiError('forbidden', 'This route is for administrators only.');
+      if (await userForKey(token)) throw new ApiError('forbidden', 'This route is for administrators only.');
       throw unauthorized('The admin token is not valid.', INVALID_TOKEN);
     },
   };

@@ -28,7 +28,7 @@ function keyInfo(record: ApiKeyRecord): ApiKeyInfo {
 
 /** Mints a key for a user and stores its hash; refuses past MAX_ACTIVE_KEYS active keys. */
 export async function createKey(store: ApiKeyStore, userId: string, name: string | undefined, now = new Date()): Promise<CreatedKey> {
-  const active = store.listForUser(userId, KEY_LIST_LIMIT).filter((record) => record.revoked_at === undefined).length;
+  const active = (await store.listForUser(userId, KEY_LIST_LIMIT)).filter((record) => record.revoked_at === undefined).length;
   if (active >= MAX_ACTIVE_KEYS) {
     throw new ApiError('forbidden', `A user can hold at most ${MAX_ACTIVE_KEYS} active keys; revoke one first.`);
   }
@@ -47,9 +47,8 @@ export async function createKey(store: ApiKeyStore, userId: string, name: string
 }
 
 /** A user's keys for listing, newest first. */
-export function listKeys(store: ApiKeyStore, userId: string): ApiKeyInfo[] {
-  return store
-    .listForUser(userId, KEY_LIST_LIMIT)
+export async function listKeys(store: ApiKeyStore, userId: string): Promise<ApiKeyInfo[]> {
+  return (await store.listForUser(userId, KEY_LIST_LIMIT))
     .map(keyInfo)
     .sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : 0));
 }

@@ -23,7 +23,7 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
       const name = args.options.get('name');
       if (name !== undefined && name.length > 64) throw new UsageError('--name must be at most 64 characters');
       return withDataDir(async (data) => {
-        if (!data.users.get(userId)) throw new CommandError(`no user "${userId}" (create it with: colloquy users add ${userId})`);
+        if (!(await data.users.get(userId))) throw new CommandError(`no user "${userId}" (create it with: colloquy users add ${userId})`);
         let created: CreatedKey;
         try {
           created = await createKey(data.apiKeys, userId, name);
@@ -42,8 +42,8 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
     case 'list': {
       const [userId] = expectPositionals(args, ['USER_ID']) as [string];
       return withDataDir(async (data) => {
-        if (!data.users.get(userId)) throw new CommandError(`no user "${userId}"`);
-        const keys = listKeys(data.apiKeys, userId);
+        if (!(await data.users.get(userId))) throw new CommandError(`no user "${userId}"`);
+        const keys = await listKeys(data.apiKeys, userId);
         if (args.json) process.stdout.write(`${JSON.stringify({ user_id: userId, keys })}\n`);
         else {
           const rows = keys.map((key) => [
@@ -65,7 +65,7 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
       const id = keyId.startsWith('ck_') ? keyId.slice(3) : keyId;
       if (!isKeyId(id)) throw new UsageError(`"${keyId}" is not a key id (16 hex characters, as "keys list" shows)`);
       return withDataDir(async (data) => {
-        const record = data.apiKeys.get(id);
+        const record = await data.apiKeys.get(id);
         if (!record || !(await data.apiKeys.revoke(record.user_id, id))) throw new CommandError(`no key "${id}"`);
         if (args.json) process.stdout.write(`${JSON.stringify({ key_id: id, user_id: record.user_id, revoked: true })}\n`);
         else process.stdout.write(`revoked key ${id} of ${record.user_id}\n`);

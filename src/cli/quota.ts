@@ -18,11 +18,11 @@ export async function runQuota(argv: readonly string[]): Promise<number> {
     let plan: string;
     if (subject.startsWith('anon:')) plan = data.config.anonymousPlan;
     else {
-      const user = data.users.get(subject);
+      const user = await data.users.get(subject);
       if (!user) throw new CommandError(`no user "${subject}"`);
       plan = user.plan;
     }
-    const status = { user_id: subject, ...data.quota.status({ id: subject, plan }) };
+    const status = { user_id: subject, ...(await data.quota.status({ id: subject, plan })) };
     if (args.json) process.stdout.write(`${JSON.stringify(status)}\n`);
     else {
       process.stdout.write(

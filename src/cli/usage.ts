@@ -1,5 +1,4 @@
 /** `colloquy usage export`: the usage history as CSV (one line per counted request), from the data directory. */
-import { LmdbUsageStore } from '../store/lmdb-usage.js';
 import { UsageLog, usagePeriod } from '../quota/usage.js';
 import { ApiError } from '../errors.js';
 import { expectPositionals, parseArgs, UsageError, usageOnlyExit } from './args.js';
@@ -40,9 +39,9 @@ export async function runUsage(argv: readonly string[]): Promise<number> {
       const value = args.options.get(name);
       if (value !== undefined && Number.isNaN(Date.parse(value))) throw new UsageError(`--${name} must be a date or an ISO 8601 time`);
     }
-    const log = new UsageLog(new LmdbUsageStore(data.storage), { retentionDays: data.config.usageRetentionDays });
+    const log = new UsageLog(data.usageStore, { retentionDays: data.config.usageRetentionDays });
     const out: string[] = [COLUMNS.join(',')];
-    for (const record of log.records(period.from, period.to, args.options.get('user'))) {
+    for await (const record of log.records(period.from, period.to, args.options.get('user'))) {
       out.push(
         [
           new Date(record.time).toISOString(),

@@ -34,7 +34,7 @@ export async function runUsers(argv: readonly string[]): Promise<number> {
         const plan = args.options.get('plan') ?? data.config.defaultPlan;
         checkPlan(data, plan);
         if (!(await data.users.create(userId, plan))) throw new CommandError(`user "${userId}" already exists`);
-        const user = data.users.get(userId)!;
+        const user = (await data.users.get(userId))!;
         process.stdout.write(args.json ? `${JSON.stringify(user)}\n` : `created user ${user.user_id} (plan ${user.plan})\n`);
         return 0;
       });
@@ -45,7 +45,7 @@ export async function runUsers(argv: readonly string[]): Promise<number> {
       const limit = Number(limitText);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit must be an integer from 1 to 10000');
       return withDataDir(async (data) => {
-        const users = data.users.list({ limit, after: args.options.get('after') });
+        const users = await data.users.list({ limit, after: args.options.get('after') });
         if (args.json) process.stdout.write(`${JSON.stringify({ users })}\n`);
         else
           process.stdout.write(

@@ -15,7 +15,15 @@ import {
 import { envModels, envSearch, intFromEnv, secretFrom } from './env.js';
 import { mergeConfigFile, readConfigFile } from './file.js';
 import type { ConfigFile } from './schema.js';
-import { BUILTIN_MODEL_ID, ConfigError, type Config, type ImagesConfig, type ModelConfig, type PlanConfig } from './types.js';
+import {
+  BUILTIN_MODEL_ID,
+  ConfigError,
+  type Config,
+  type ImagesConfig,
+  type ModelConfig,
+  type PlanConfig,
+  type StorageConfig,
+} from './types.js';
 
 /** The plans, with the anonymous and default plans checked against them. */
 function resolvePlans(file: ConfigFile): Pick<Config, 'plans' | 'anonymousPlan' | 'defaultPlan'> {
@@ -138,6 +146,20 @@ function resolveRag(file: ConfigFile, env: NodeJS.ProcessEnv): Config['rag'] {
   };
 }
 
+/** The storage engine: Redis when COLLOQUY_REDIS_URL or `storage.kind: "redis"` says so, else LMDB. */
+function resolveStorage(file: ConfigFile, env: NodeJS.ProcessEnv): StorageConfig {
+  const fromFile = file.storage?.kind === 'redis' ? file.storage : undefined;
+  const url = env.COLLOQUY_REDIS_URL || fromFile?.url;
+  if (!url) return { kind: 'lmdb' };
+  if (!/^rediss?:\/\//.test(url)) throw new ConfigError(`COLLOQUY_REDIS_URL: expected a redis:// or rediss:// URL, got "${url}"`);
+  return {
+    kind: 'redis',
+    url,
+    keyPrefix: fromFile?.key_prefix ?? 'colloquy:',
+    commandTimeoutMs: fromFile?.command_timeout_ms ?? 2000,
+  };
+}
+
 /** Reads env (and the file it names) into a frozen Config. `overrides` lets tests replace file keys. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigFile = {}): Readonly<Config> {
   const file = mergeConfigFile(env.COLLOQUY_CONFIG ? readConfigFile(env.COLLOQUY_CONFIG) : {}, overrides);
@@ -145,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     host: env.HOST || '127.0.0.1',
     port: intFromEnv(env, 'PORT', 8080),
     dataDir: env.COLLOQUY_DATA_DIR || './data',
+    storage: resolveStorage(file, env),
     workers: intFromEnv(env, 'WORKERS', 1, 1),
     logLevel: env.LOG_LEVEL || 'info',
     adminToken: env.COLLOQUY_ADMIN_TOKEN || undefined,

@@ -69,7 +69,18 @@ const RagSchema = v.strictObject({
 });
 
 /** The config file's shape; every key is optional. */
+const StorageSchema = v.variant('kind', [
+  v.strictObject({ kind: v.literal('lmdb') }),
+  v.strictObject({
+    kind: v.literal('redis'),
+    url: v.pipe(v.string(), v.regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')),
+    key_prefix: v.optional(v.pipe(v.string(), v.maxLength(64))),
+    command_timeout_ms: v.optional(PositiveInt),
+  }),
+]);
+
 export const ConfigFileSchema = v.strictObject({
+  storage: v.optional(StorageSchema),
   auth_required: v.optional(v.boolean()),
   anonymous_plan: v.optional(v.string()),
   default_plan: v.optional(v.string()),

@@ -26,10 +26,24 @@ export interface ModelConfig {
   cooldownSeconds: number;
 }
 
+/** Where the service keeps its state: embedded LMDB (the default) or a shared Redis. */
+export type StorageConfig =
+  | { kind: 'lmdb' }
+  | {
+      kind: 'redis';
+      url: string;
+      /** Put before every key and channel (default `colloquy:`). */
+      keyPrefix: string;
+      /** A Redis command not answered in this time fails the request with 503 (default 2000). */
+      commandTimeoutMs: number;
+    };
+
 export interface Config {
   host: string;
   port: number;
   dataDir: string;
+  /** `storage` in the file, or COLLOQUY_REDIS_URL (which wins over the file's url). */
+  storage: StorageConfig;
   workers: number;
   logLevel: string;
   adminToken: string | undefined;

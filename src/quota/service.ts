@@ -28,7 +28,7 @@ function windowOf(plan: PlanConfig, now: number): { start: number; end: number }
 /** The quota service with status lookups for the quota route. */
 export interface QuotaServiceWithStatus extends QuotaService {
   /** The subject's standing in the current window (no quota is taken). */
-  status(subject: QuotaSubject): QuotaStatus;
+  status(subject: QuotaSubject): Promise<QuotaStatus>;
   /** The plan's settings, falling back to the default plan for a name no longer configured. */
   plan(name: string): { name: string; config: PlanConfig };
 }
@@ -60,14 +60,15 @@ export function createQuotaService(
     resetSeconds: Math.max(1, Math.ceil((end - now) / 1000)),
   });
 
-  const tokenStatus = (subjectId: string, budget: { quota: number; window_seconds: number }, now: number) => {
+  const tokenStatus = async (subjectId: string, budget: { quota: number; window_seconds: number }, now: number) => {
+    const length = budget.window_seconds * 1000;
     const tokenWindow = windowOf({ quota: budget.quota, window_seconds: budget.window_seconds }, now);
-    const used = counters.tokensUsed(subjectId, tokenWindow.start);
+    const { used, windowStart } = await counters.tokensUsed(subjectId, { start: tokenWindow.start, lengthMs: length });
     return {
       limit: budget.quota,
       used,
       remaining: Math.max(0, budget.quota - used),
-      reset: new Date(tokenWindow.end).toISOString(),
+      reset: new Date(windowStart + length).toISOString(),
       window_seconds: budget.window_seconds,
     };
   };
@@ -79,18 +80,30 @@ export function createQuotaService(
       const { name, config: planConfig } = plan(caller.plan);
       const cost = config.costs[operation];
       const now = clock();
-      const window = windowOf(planConfig, now);
+      const length = planConfig.window_seconds * 1000;
       // The token budget counts only operations that send tokens to a model (chat and search).
       const budget = planConfig.tokens && tokenEstimate !== undefined ? planConfig.tokens : undefined;
-      const tokenWindow = budget ? windowOf({ quota: budget.quota, window_seconds: budget.window_seconds }, now) : undefined;
+      const tokenLength = budget ? budget.window_seconds * 1000 : 0;
       const estimate = Math.max(0, Math.ceil(tokenEstimate ?? 0));
       const taken = await counters.take(
         caller.id,
-        window.start,
+        { start: windowOf(planConfig, now).start, lengthMs: length },
         planConfig.quota,
         cost,
-        budget && tokenWindow ? { windowStart: tokenWindow.start, limit: budget.quota, cost: estimate } : undefined,
+        budget
+          ? {
+              window: { start: windowOf({ quota: budget.quota, window_seconds: budget.window_seconds }, now).start, lengthMs: tokenLength },
+              limit: budget.quota,
+              cost: estimate,
+            }
+          : undefined,
       );
+      // The windows the storage counted in (a shared engine places them by its own clock).
+      const window = { start: taken.windowStart, end: taken.windowStart + length };
+      const tokenWindow =
+        budget && taken.tokenWindowStart !== undefined
+          ? { start: taken.tokenWindowStart, end: taken.tokenWindowStart + tokenLength }
+          : undefined;
       const withTokens = (base: QuotaStamp, tokensUsed: number | undefined, at: number): QuotaStamp =>
         budget && tokenWindow && tokensUsed !== undefined
           ? { ...base, tokens: tokenStamp(budget.quota, tokensUsed, tokenWindow.end, at) }
@@ -98,7 +111,7 @@ export function createQuotaService(
       let result = withTokens(stamp(name, planConfig.quota, taken.used, window.end, now), taken.tokensUsed, now);
       if (!budget && planConfig.tokens) {
         // An operation that sends no tokens (images, embeddings) still reports the plan's token standing.
-        const tokens = tokenStatus(caller.id, planConfig.tokens, now);
+        const tokens = await tokenStatus(caller.id, planConfig.tokens, now);
         result = { ...result, tokens: tokenStamp(tokens.limit, tokens.used, Date.parse(tokens.reset), now) };
       }
       if (!taken.ok) {
@@ -143,19 +156,20 @@ export function createQuotaService(
       };
     },
 
-    status(subject: QuotaSubject): QuotaStatus {
+    async status(subject: QuotaSubject): Promise<QuotaStatus> {
       const { name, config: planConfig } = plan(subject.plan);
       const now = clock();
-      const window = windowOf(planConfig, now);
-      const used = Math.min(planConfig.quota, counters.used(subject.id, window.start));
+      const length = planConfig.window_seconds * 1000;
+      const counted = await counters.used(subject.id, { start: windowOf(planConfig, now).start, lengthMs: length });
+      const used = Math.min(planConfig.quota, counted.used);
       return {
         plan: name,
         limit: planConfig.quota,
         used,
         remaining: planConfig.quota - used,
-        reset: new Date(window.end).toISOString(),
+        reset: new Date(counted.windowStart + length).toISOString(),
         window_seconds: planConfig.window_seconds,
-        ...(planConfig.tokens ? { tokens: tokenStatus(subject.id, planConfig.tokens, now) } : {}),
+        ...(planConfig.tokens ? { tokens: await tokenStatus(subject.id, planConfig.tokens, now) } : {}),
       };
     },
   };

@@ -7,7 +7,7 @@
 import type { Caller, Clock } from '../domain/types.js';
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { type LmdbUsageStore, USAGE_SCAN_LIMIT, type UsageRecord } from '../store/lmdb-usage.js';
+import { USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from '../store/types.js';
 
 export type UsageGrouping = 'day' | 'model' | 'key';
 
@@ -42,7 +42,7 @@ export class UsageLog {
   private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly store: LmdbUsageStore,
+    private readonly store: UsageStore,
     private readonly options: { retentionDays: number; logger?: Logger | undefined; clock?: Clock | undefined },
   ) {}
 
@@ -67,21 +67,21 @@ export class UsageLog {
   }
 
   /** The records in [from, to), a subject's or everyone's. */
-  records(from: number, to: number, subject: string | undefined): Iterable<UsageRecord> {
+  records(from: number, to: number, subject: string | undefined): Iterable<UsageRecord> | AsyncIterable<UsageRecord> {
     return this.store.range(from, to, subject);
   }
 
   /** Totals over [from, to) grouped as asked; `truncated` when the scan bound was reached. */
-  totals(
+  async totals(
     from: number,
     to: number,
     subject: string | undefined,
     groupBy: UsageGrouping,
-  ): { total: UsageGroup; groups: UsageGroup[]; truncated: boolean } {
+  ): Promise<{ total: UsageGroup; groups: UsageGroup[]; truncated: boolean }> {
     const groups = new Map<string, UsageGroup>();
     const total: UsageGroup = { key: 'total', requests: 0, input_tokens: 0, output_tokens: 0, errors: 0 };
     let scanned = 0;
-    for (const record of this.store.range(from, to, subject)) {
+    for await (const record of this.store.range(from, to, subject)) {
       scanned += 1;
       const key =
         groupBy === 'day'

@@ -32,8 +32,8 @@ export function adminBodySchemas(planNames: string[]) {
 export function adminRoutes(services: Services): Route[] {
   const { CreateUserBody, PatchUserBody, CreateKeyBody } = adminBodySchemas(Object.keys(services.config.plans));
 
-  const existingUser = (userId: string | undefined): UserRecord => {
-    const user = services.users.get(
+  const existingUser = async (userId: string | undefined): Promise<UserRecord> => {
+    const user = await services.users.get(
       idParam(userId, 'user_id', USER_ID_PATTERN, 'a user id (1-64 characters of A-Z, a-z, 0-9, "_", "." or "-")'),
     );
     if (!user) throw new ApiError('not_found', 'No user with this id.');
@@ -51,7 +51,7 @@ export function adminRoutes(services: Services): Route[] {
         if (!(await services.users.create(body.user_id, plan))) {
           throw new ApiError('conflict', `The user "${body.user_id}" already exists.`);
         }
-        context.json(201, userView(existingUser(body.user_id)), NO_STORE);
+        context.json(201, userView(await existingUser(body.user_id)), NO_STORE);
       },
     },
     {
@@ -60,7 +60,7 @@ export function adminRoutes(services: Services): Route[] {
       handler: async (context) => {
         await requireAdmin(services, context);
         const { limit, after } = pageQuery(context.request.query, USER_ID_PATTERN);
-        const users = services.users.list({ limit, after });
+        const users = await services.users.list({ limit, after });
         context.json(200, { users: users.map(userView), ...nextAfter(users, limit, (user) => user.user_id) }, NO_STORE);
       },
     },
@@ -83,7 +83,7 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users/:user_id',
       handler: async (context) => {
         await requireAdmin(services, context);
-        context.json(200, userView(existingUser(context.request.params.user_id)), NO_STORE);
+        context.json(200, userView(await existingUser(context.request.params.user_id)), NO_STORE);
       },
     },
     {
@@ -105,7 +105,7 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users/:user_id/keys',
       handler: async (context) => {
         await requireAdmin(services, context);
-        const user = existingUser(context.request.params.user_id);
+        const user = await existingUser(context.request.params.user_id);
         const body = parseWith(CreateKeyBody, await context.readJson({ optional: true }));
         const created = await createKey(services.apiKeys, user.user_id, body?.name);
         context.json(201, { user_id: user.user_id, ...created }, NO_STORE);
@@ -116,8 +116,8 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users/:user_id/keys',
       handler: async (context) => {
         await requireAdmin(services, context);
-        const user = existingUser(context.request.params.user_id);
-        context.json(200, { user_id: user.user_id, keys: listKeys(services.apiKeys, user.user_id) }, NO_STORE);
+        const user = await existingUser(context.request.params.user_id);
+        context.json(200, { user_id: user.user_id, keys: await listKeys(services.apiKeys, user.user_id) }, NO_STORE);
       },
     },
     {
@@ -125,7 +125,7 @@ export function adminRoutes(services: Services): Route[] {
       path: '/api/admin/users/:user_id/keys/:key_id',
       handler: async (context) => {
         await requireAdmin(services, context);
-        const user = existingUser(context.request.params.user_id);
+        const user = await existingUser(context.request.params.user_id);
         const keyId = context.request.params.key_id ?? '';
         if (!isKeyId(keyId) || !(await services.apiKeys.revoke(user.user_id, keyId))) {
           throw new ApiError('not_found', 'No key with this id for this user.');

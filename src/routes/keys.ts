@@ -42,7 +42,7 @@ export function keyRoutes(services: Services): Route[] {
       path: '/api/keys',
       handler: async (context) => {
         const caller = await keyOwner(services, context);
-        context.json(200, { keys: listKeys(services.apiKeys, caller.id) }, NO_STORE);
+        context.json(200, { keys: await listKeys(services.apiKeys, caller.id) }, NO_STORE);
       },
     },
     {

@@ -43,7 +43,7 @@ export function usageRoutes(services: Services): Route[] {
         }
         const { from, to } = usagePeriod(query, services.usage.now());
         const groupBy: UsageGrouping = query.group_by ?? 'day';
-        const { total, groups, truncated } = services.usage.totals(from, to, subject, groupBy);
+        const { total, groups, truncated } = await services.usage.totals(from, to, subject, groupBy);
         context.json(
           200,
           {

@@ -39,7 +39,7 @@ export class LmdbApiKeyStore implements ApiKeyStore {
     this.byUser = storage.database<number, [string, string]>('user-keys');
   }
 
-  get(keyId: string): ApiKeyRecord | undefined {
+  async get(keyId: string): Promise<ApiKeyRecord | undefined> {
     const stored = this.keys.get(keyId);
     return stored ? fromStored(stored) : undefined;
   }
@@ -53,7 +53,7 @@ export class LmdbApiKeyStore implements ApiKeyStore {
     });
   }
 
-  listForUser(userId: string, limit: number): ApiKeyRecord[] {
+  async listForUser(userId: string, limit: number): Promise<ApiKeyRecord[]> {
     const records: ApiKeyRecord[] = [];
     for (const keyId of this.byUser.getKeys({ start: [userId, ''], end: [userId, '\uffff'], limit })) {
       const stored = this.keys.get(keyId[1]);

@@ -5,7 +5,7 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
-import type { CounterTake, QuotaCounterStore, TokenTake } from './types.js';
+import type { CounterTake, CounterWindow, QuotaCounterStore, TokenTake, WindowUse } from './types.js';
 
 interface Counter {
   window_start: number;
@@ -28,21 +28,24 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
     this.db = storage.database<Counter, string>('quota');
   }
 
-  take(subject: string, windowStart: number, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake> {
+  take(subject: string, window: CounterWindow, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake> {
+    const windowStart = window.start;
+    const tokenWindowStart = tokens?.window.start;
     // The read happens inside the write transaction: LMDB holds its single writer lock (shared by
     // every process on the environment) from this read to the commit, so no other take interleaves.
     // The decision is handed out as soon as the transaction body ran, with `durable` resolving
     // after the commit reached the disk: the caller starts upstream work during the fsync and
     // sends nothing before it, so an acknowledged take is never lost.
     return new Promise<CounterTake>((resolve, reject) => {
-      const decision: CounterTake = { ok: false, used: 0, durable: Promise.resolve() };
+      const decision: CounterTake = { ok: false, used: 0, windowStart, durable: Promise.resolve() };
+      if (tokenWindowStart !== undefined) decision.tokenWindowStart = tokenWindowStart;
       let decided = false;
       decision.durable = this.db
         .transaction(() => {
           const current = this.db.get(subject);
           const used = current !== undefined && current.window_start === windowStart ? current.used : 0;
           const requestsFit = used + cost <= limit;
-          const tokensUsed = tokens ? tokensIn(current, tokens.windowStart) : 0;
+          const tokensUsed = tokenWindowStart !== undefined ? tokensIn(current, tokenWindowStart) : 0;
           // A token debt (used past the limit by an earlier settle) refuses until the window resets.
           const tokensFit = !tokens || tokensUsed + tokens.cost <= tokens.limit;
           decision.ok = requestsFit && tokensFit;
@@ -51,8 +54,8 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
           if (!decision.ok) decision.refusedBy = requestsFit ? 'tokens' : 'requests';
           if (decision.ok && (cost > 0 || (tokens && tokens.cost > 0))) {
             const next: Counter = { window_start: windowStart, used: decision.used };
-            if (tokens) {
-              next.tokens_window_start = tokens.windowStart;
+            if (tokenWindowStart !== undefined) {
+              next.tokens_window_start = tokenWindowStart;
               next.tokens_used = decision.tokensUsed ?? 0;
             } else if (current?.tokens_window_start !== undefined) {
               next.tokens_window_start = current.tokens_window_start;
@@ -91,12 +94,12 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
     });
   }
 
-  used(subject: string, windowStart: number): number {
+  async used(subject: string, window: CounterWindow): Promise<WindowUse> {
     const current = this.db.get(subject);
-    return current !== undefined && current.window_start === windowStart ? current.used : 0;
+    return { used: current !== undefined && current.window_start === window.start ? current.used : 0, windowStart: window.start };
   }
 
-  tokensUsed(subject: string, windowStart: number): number {
-    return tokensIn(this.db.get(subject), windowStart);
+  async tokensUsed(subject: string, window: CounterWindow): Promise<WindowUse> {
+    return { used: tokensIn(this.db.get(subject), window.start), windowStart: window.start };
   }
 }

@@ -6,29 +6,14 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
-
-/** One counted request. */
-export interface UsageRecord {
-  /** Epoch ms. */
-  time: number;
-  subject: string;
-  key_id: string | null;
-  model: string | null;
-  route: string;
-  input_tokens: number;
-  output_tokens: number;
-  status: number;
-}
+import { USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from './types.js';
 
 type UsageKey = [string, number, number];
 type TimeKey = [number, string, number];
 type StoredRecord = Omit<UsageRecord, 'time' | 'subject'>;
 
-/** Records scanned by one query at most: a bound, not a page (the totals say when it was reached). */
-export const USAGE_SCAN_LIMIT = 1_000_000;
-
 /** The LMDB-backed usage history. */
-export class LmdbUsageStore {
+export class LmdbUsageStore implements UsageStore {
   private readonly records: Database<StoredRecord, UsageKey>;
   private readonly byTime: Database<null, TimeKey>;
   private sequence = 0;

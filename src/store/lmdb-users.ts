@@ -11,7 +11,7 @@ export class LmdbUserStore implements UserStore {
     this.db = storage.database<UserRecord, string>('users');
   }
 
-  get(userId: string): UserRecord | undefined {
+  async get(userId: string): Promise<UserRecord | undefined> {
     return this.db.get(userId);
   }
 
@@ -34,7 +34,7 @@ export class LmdbUserStore implements UserStore {
     });
   }
 
-  list(options: { limit: number; after?: string }): UserRecord[] {
+  async list(options: { limit: number; after?: string }): Promise<UserRecord[]> {
     const users: UserRecord[] = [];
     for (const { key, value } of this.db.getRange({ start: options.after ?? '', limit: options.limit + 1 })) {
       if (key === options.after) continue;

@@ -101,31 +101,46 @@ export interface ApiKeyInfo {
 }
 
 export interface UserStore {
-  get(userId: string): UserRecord | undefined;
+  get(userId: string): Promise<UserRecord | undefined>;
   /** Creates the user; false when the id is taken. */
   create(userId: string, plan: string): Promise<boolean>;
   /** Changes the plan; the updated record, or undefined when there is no such user. */
   setPlan(userId: string, plan: string): Promise<UserRecord | undefined>;
   /** Users in id order after `after`, at most `limit`. */
-  list(options: { limit: number; after?: string }): UserRecord[];
+  list(options: { limit: number; after?: string }): Promise<UserRecord[]>;
 }
 
 export interface ApiKeyStore {
   /** Looked up by id (no scan). */
-  get(keyId: string): ApiKeyRecord | undefined;
+  get(keyId: string): Promise<ApiKeyRecord | undefined>;
   /** Stores a new key for a user. */
   add(record: ApiKeyRecord): Promise<void>;
   /** A user's keys in id order, at most `limit`. */
-  listForUser(userId: string, limit: number): ApiKeyRecord[];
+  listForUser(userId: string, limit: number): Promise<ApiKeyRecord[]>;
   /** Marks a key revoked; false when it does not exist or belongs to someone else. */
   revoke(userId: string, keyId: string): Promise<boolean>;
   /** Records use of a key (throttled by the caller; best effort). */
   touch(keyId: string, at: string): void;
 }
 
+/**
+ * A fixed window as the service computed it from its own clock. An engine shared by many nodes
+ * (Redis) places the take in the window containing its own time instead, so nodes whose clocks
+ * differ still count in one window, and says which window it used.
+ */
+export interface CounterWindow {
+  /** Epoch ms. */
+  start: number;
+  lengthMs: number;
+}
+
 /** Outcome of one atomic take from a counter. */
 export interface CounterTake {
   ok: boolean;
+  /** The window the take counted in (epoch ms). */
+  windowStart: number;
+  /** The token window the take counted in, with a token take. */
+  tokenWindowStart?: number;
   /** Units used in the window after the take (or at refusal). */
   used: number;
   /** Tokens used in the token window after the take (or at refusal), with a token take. */
@@ -143,9 +158,35 @@ export interface CounterTake {
  * Fixed-window counters in storage. Each call is one write transaction that reads the counter
  * inside it, so concurrent callers and other processes on the same environment cannot overspend.
  */
+/** One counted request in the usage history. */
+export interface UsageRecord {
+  /** Epoch ms. */
+  time: number;
+  subject: string;
+  key_id: string | null;
+  model: string | null;
+  route: string;
+  input_tokens: number;
+  output_tokens: number;
+  status: number;
+}
+
+/** Records scanned by one usage query at most: a bound, not a page (the totals say when it was reached). */
+export const USAGE_SCAN_LIMIT = 1_000_000;
+
+/** The usage history: one record per quota-counted request, kept for the retention period. */
+export interface UsageStore {
+  /** Adds one record; resolves once written. */
+  record(entry: UsageRecord): Promise<void>;
+  /** The records in [from, to) epoch ms, one subject's or everyone's, oldest first, at most `limit`. */
+  range(from: number, to: number, subject: string | undefined, limit?: number): Iterable<UsageRecord> | AsyncIterable<UsageRecord>;
+  /** Removes every record older than `before` (epoch ms); resolves to how many went. */
+  sweep(before: number): Promise<number>;
+}
+
 /** The token dimension of a take: its own window, limit and cost (an estimate, settled later). */
 export interface TokenTake {
-  windowStart: number;
+  window: CounterWindow;
   limit: number;
   cost: number;
 }
@@ -155,17 +196,24 @@ export interface QuotaCounterStore {
    * Adds `cost` to the subject's window unless that would pass `limit`; with `tokens`, adds the
    * token estimate too in the same transaction, and takes neither unless both fit.
    */
-  take(subject: string, windowStart: number, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake>;
+  take(subject: string, window: CounterWindow, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake>;
   /**
    * Moves the subject's token count by `delta` (a settle: negative gives back, positive is charged
    * even past the limit, as debt the next requests pay first), only in the same token window;
    * the tokens used after it (undefined: the window moved on). Never below zero.
    */
   adjustTokens(subject: string, windowStart: number, delta: number): Promise<number | undefined>;
-  /** Tokens used in the given token window. */
-  tokensUsed(subject: string, windowStart: number): number;
+  /** Tokens used in the current token window (as the engine's clock places it). */
+  tokensUsed(subject: string, window: CounterWindow): Promise<WindowUse>;
   /** Gives `cost` back, only if the subject is still in the same window; units used after it (undefined: the window moved on). */
   giveBack(subject: string, windowStart: number, cost: number): Promise<number | undefined>;
-  /** Units used in the given window (0 when the stored counter belongs to an older one). */
-  used(subject: string, windowStart: number): number;
+  /** Units used in the current window (0 when the stored counter belongs to an older one). */
+  used(subject: string, window: CounterWindow): Promise<WindowUse>;
+}
+
+/** What a counter holds in one window. */
+export interface WindowUse {
+  used: number;
+  /** The window it was read in (epoch ms). */
+  windowStart: number;
 }

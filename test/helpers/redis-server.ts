@@ -21,6 +21,8 @@ export interface RedisServer {
   start(): Promise<void>;
   /** Stops it and removes the directory. */
   close(): Promise<void>;
+  /** SIGKILL at once, synchronously (for a process 'exit' handler); the directory is removed. */
+  kill(): void;
 }
 
 export interface RedisServerOptions {
@@ -103,6 +105,10 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     start,
     async close() {
       await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+    kill() {
+      child?.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,12 +1,45 @@
 /**
  * Boots the real server on port 0 with a fresh data directory, for tests that talk HTTP to it.
+ *
+ * With COLLOQUY_TEST_STORAGE=redis (`npm run test:redis`), every server of the test file stores
+ * its state in one real redis-server started for the file, each under its own key prefix derived
+ * from its data directory (so a restart on the same directory finds its state again): the storage
+ * suites then run unchanged against the Redis engine.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type ConfigFile } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { startServer, type RunningServer, type StartOptions } from '../../src/server.js';
+import { startRedisServer, type RedisServer } from './redis-server.js';
+
+let sharedRedis: Promise<RedisServer> | undefined;
+
+/** The test file's redis-server, started at the first use and stopped when the process exits. */
+export function testRedis(): Promise<RedisServer> {
+  sharedRedis ??= startRedisServer().then((redis) => {
+    process.once('exit', () => redis.kill());
+    return redis;
+  });
+  return sharedRedis;
+}
+
+/** The storage environment of a server on `dataDir`: nothing for LMDB, a Redis URL and prefix under test:redis. */
+async function storageEnv(dataDir: string): Promise<{ env: Record<string, string>; config: ConfigFile; dir: string }> {
+  if (process.env.COLLOQUY_TEST_STORAGE !== 'redis') return { env: {}, config: {}, dir: dataDir };
+  const redis = await testRedis();
+  const prefix = `t${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}:`;
+  return { env: {}, config: { storage: { kind: 'redis', url: redis.url, key_prefix: prefix } }, dir: redis.dir };
+}
+
+/** Every file under `dir`. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
+}
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -14,6 +47,8 @@ export interface TestServer extends RunningServer {
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** POSTs JSON and returns the response. */
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
+  /** The files the storage engine writes (LMDB's in the data directory, or Redis's append-only files). */
+  storageFiles(): string[];
 }
 
 export interface BootOptions {
@@ -32,7 +67,11 @@ export interface BootOptions {
 /** Starts a server for one test file; call `close()` in `after`. */
 export async function bootServer(options: BootOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'colloquy-test-'));
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...options.env }, options.config ?? {});
+  const storage = await storageEnv(dataDir);
+  const config = loadConfig(
+    { HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...storage.env, ...options.env },
+    { ...storage.config, ...options.config },
+  );
   const server = await startServer(config, {
     logger: createLogger('silent'),
     clock: options.clock,
@@ -43,6 +82,7 @@ export async function bootServer(options: BootOptions = {}): Promise<TestServer>
     ...server,
     dataDir,
     fetch: (path, init) => fetch(server.url + path, init),
+    storageFiles: () => filesUnder(storage.dir),
     post: (path, body, headers = {}) =>
       fetch(server.url + path, {
         method: 'POST',
