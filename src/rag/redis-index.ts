@@ -29,7 +29,6 @@
  *   rag:df              hash: term → document frequency in live chunks (exact)
  *   rag:merge-lock      the merge lock (SET NX PX)
  */
-import { RESP_TYPES, type RedisArgument } from 'redis';
 import type { RedisStorage } from '../store/redis.js';
 import type { BackendOptions, ExportedChunk, ExportedDocument, IndexBackend, IndexFigures } from './backend.js';
 import { betterHit, scoreChunks, scoredTerms, type LexicalHit } from './bm25.js';
@@ -45,61 +44,15 @@ import { planSegment, type DocumentToWrite, type IngestResult, type WriteCounter
 import { termBlock } from './postings.js';
 import type { ChunkOptions } from './prepare.js';
 import { RedisMerger } from './redis-merge.js';
-import { ALLOCATE, PUBLISH, REMOVE, SNAPSHOT, type Script } from './redis-scripts.js';
+import { RedisCommands } from './redis-commands.js';
+import { ALLOCATE, PUBLISH, REMOVE, SNAPSHOT } from './redis-scripts.js';
 import { cosine, fuse, insertSorted, type VectorHit } from './retrieval.js';
 import { round } from './round.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
 
-/** Fields written per command while a segment is built. */
-const WRITE_BATCH = 1000;
 /** Documents removed per script when a collection is deleted. */
 const REMOVE_BATCH = 100;
-/** Commands answered as Buffers (blocks, vectors). */
-const BINARY = { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } };
-
-/** Runs commands and scripts on the shared connection (every one through RedisStorage.call). */
-export class RedisCommands {
-  constructor(readonly storage: RedisStorage) {}
-
-  /** A key of the knowledge base. */
-  key(name: string): string {
-    return this.storage.key(`rag:${name}`);
-  }
-
-  send<T>(args: RedisArgument[]): Promise<T> {
-    return this.storage.call((client) => client.sendCommand<T>(args));
-  }
-
-  sendBinary<T>(args: RedisArgument[]): Promise<T> {
-    return this.storage.call((client) => client.sendCommand<T>(args, BINARY));
-  }
-
-  /** Runs a script (EVALSHA, then EVAL when Redis has forgotten it); the prefix is its first argument. */
-  async script<T>(script: Script, args: RedisArgument[], binary = false): Promise<T> {
-    const tail: RedisArgument[] = ['0', this.storage.key(''), ...args];
-    const options = binary ? BINARY : undefined;
-    return this.storage.call(async (client) => {
-      try {
-        return await client.sendCommand<T>(['EVALSHA', script.sha, ...tail], options);
-      } catch (error) {
-        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-        return client.sendCommand<T>(['EVAL', script.source, ...tail], options);
-      }
-    });
-  }
-
-  /** HSET of many fields, WRITE_BATCH at a time, pipelined. */
-  async hashSet(key: string, fields: Array<[string, RedisArgument]>): Promise<void> {
-    const writes: Array<Promise<unknown>> = [];
-    for (let from = 0; from < fields.length; from += WRITE_BATCH) {
-      const args: RedisArgument[] = ['HSET', key];
-      for (const [field, value] of fields.slice(from, from + WRITE_BATCH)) args.push(field, value);
-      writes.push(this.send(args));
-    }
-    await Promise.all(writes);
-  }
-}
 
 /** Chunk numbers as hash fields. */
 function range(first: number, count: number): string[] {
@@ -324,16 +277,15 @@ export class RedisIndex implements IndexBackend {
 
   async collections(): Promise<CollectionSummary[]> {
     const [documents, chunks] = await Promise.all([
-      this.redis.send<string[]>(['HGETALL', this.redis.key('coll-docs')]),
-      this.redis.send<string[]>(['HGETALL', this.redis.key('coll-chunks')]),
+      this.redis.entries(this.redis.key('coll-docs')),
+      this.redis.entries(this.redis.key('coll-chunks')),
     ]);
-    const chunksOf = new Map<string, number>();
-    for (let index = 0; index < chunks.length; index += 2) chunksOf.set(chunks[index] as string, Number(chunks[index + 1]));
-    const summaries: CollectionSummary[] = [];
-    for (let index = 0; index < documents.length; index += 2) {
-      const name = documents[index] as string;
-      summaries.push({ name, documents: Number(documents[index + 1]), chunks: chunksOf.get(name) ?? 0 });
-    }
+    const chunksOf = new Map(chunks);
+    const summaries: CollectionSummary[] = documents.map(([name, count]) => ({
+      name,
+      documents: Number(count),
+      chunks: Number(chunksOf.get(name) ?? 0),
+    }));
     return summaries.sort((left, right) => (left.name < right.name ? -1 : left.name > right.name ? 1 : 0)).slice(0, 10_000);
   }
 
@@ -427,10 +379,9 @@ export class RedisIndex implements IndexBackend {
     const best: VectorHit[] = [];
     const hits: VectorHit[] = [];
     for (const each of codes) {
-      const entries = await this.redis.sendBinary<Buffer[]>(['HGETALL', this.redis.key(`vecs:${each}`)]);
-      for (let index = 0; index < entries.length; index += 2) {
-        const similarity = cosine(entries[index + 1] as Buffer, query);
-        if (similarity !== undefined) hits.push({ chunk: Number((entries[index] as Buffer).toString()), similarity });
+      for (const [chunk, vector] of await this.redis.entries<Buffer>(this.redis.key(`vecs:${each}`), true)) {
+        const similarity = cosine(vector, query);
+        if (similarity !== undefined) hits.push({ chunk: Number(chunk), similarity });
       }
     }
     // Chunk order first, as LMDB reads them, so equal similarities rank alike on both engines.

@@ -13,7 +13,7 @@ import type { Logger } from '../logger.js';
 import { segmentKeyFor, type SegmentRecord } from './index-store.js';
 import { MERGE_FACTOR, tierOf } from './merge.js';
 import { mergeBlocks } from './postings.js';
-import type { RedisCommands } from './redis-index.js';
+import type { RedisCommands } from './redis-commands.js';
 import { SWAP, UNLOCK } from './redis-scripts.js';
 
 /** How long a merge pass may hold the lock before another node may take it (ms). */
@@ -51,11 +51,8 @@ export class RedisMerger {
   }
 
   private async named(): Promise<Named[]> {
-    const all = await this.redis.send<string[]>(['HGETALL', this.redis.key('segments')]);
-    const named: Named[] = [];
-    for (let index = 0; index < all.length; index += 2) {
-      named.push({ key: all[index] as string, record: JSON.parse(all[index + 1] as string) as RedisSegmentRecord });
-    }
+    const all = await this.redis.entries(this.redis.key('segments'));
+    const named = all.map(([key, value]): Named => ({ key, record: JSON.parse(value) as RedisSegmentRecord }));
     return named.sort((left, right) => (left.key < right.key ? -1 : 1));
   }
 
@@ -159,11 +156,9 @@ export class RedisMerger {
     const parts = new Map<string, Array<{ block: Uint8Array; shift: number; first: number }>>();
     const ordered = [...sources].sort((left, right) => left.record.first_chunk - right.record.first_chunk);
     for (const source of ordered) {
-      const entries = await this.redis.sendBinary<Buffer[]>(['HGETALL', this.redis.key(`blocks:${source.key}`)]);
-      for (let index = 0; index < entries.length; index += 2) {
-        const term = (entries[index] as Buffer).toString();
+      for (const [term, block] of await this.redis.entries<Buffer>(this.redis.key(`blocks:${source.key}`), true)) {
         const list = parts.get(term) ?? [];
-        list.push({ block: entries[index + 1] as Buffer, shift: source.record.first_chunk - first, first: source.record.first_chunk });
+        list.push({ block, shift: source.record.first_chunk - first, first: source.record.first_chunk });
         parts.set(term, list);
       }
     }
