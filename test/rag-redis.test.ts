@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { ApiError } from '../src/errors.js';
 import { formatFromFileName } from '../src/rag/extract.js';
+import type { Embedder } from '../src/rag/embeddings.js';
 import type { DocumentInput, KnowledgeBase } from '../src/rag/knowledge-base.js';
 import type { Passage } from '../src/rag/types.js';
 import { engineStore, type EngineStore } from './helpers/knowledge.js';
@@ -18,6 +19,13 @@ const CORPUS = new URL('corpus/', FIXTURES);
 const QUESTIONS = (JSON.parse(readFileSync(new URL('questions.json', FIXTURES), 'utf8')) as Array<{ question: string }>).map(
   (entry) => entry.question,
 );
+
+const CONCEPTS = [
+  ['sea', 'ocean', 'water', 'wave', 'tide', 'ship', 'harbour'],
+  ['music', 'instrument', 'violin', 'string', 'sound', 'play'],
+  ['light', 'lighthouse', 'lamp', 'tower', 'beam'],
+  ['bee', 'flower', 'honey', 'hive', 'pollen'],
+];
 
 function corpus(collection: string): DocumentInput[] {
   return readdirSync(CORPUS)
@@ -148,6 +156,40 @@ describe('the knowledge base on Redis', () => {
       await origin.close();
       await target.close();
       await back.close();
+    }
+  });
+
+  it('fuses BM25 with vector similarity on Redis exactly as on LMDB, and exports the vectors', async () => {
+    const embedder: Embedder = {
+      model: 'concepts',
+      // Unit vectors over a few word groups: enough for similar texts to be near.
+      async embed(inputs) {
+        return inputs.map((input) => {
+          const words = input.toLowerCase().match(/[a-z]+/g) ?? [];
+          const counts = CONCEPTS.map((group) => words.filter((word) => group.includes(word)).length + 0.01);
+          const norm = Math.hypot(...counts);
+          return Float32Array.from(counts, (value) => value / norm);
+        });
+      },
+    };
+    const lmdbHybrid = await engineStore('lmdb');
+    const redisHybrid = await engineStore('redis');
+    try {
+      const onLmdb = await lmdbHybrid.open({ embedder, minScore: 0.1 });
+      const onRedis = await redisHybrid.open({ embedder, minScore: 0.1 });
+      await addEach(onLmdb, corpus('hybrid'));
+      await addEach(onRedis, corpus('hybrid'));
+      const queries = [...QUESTIONS.slice(0, 10), 'ocean water sea', 'music instrument'];
+      const expected = await answers(onLmdb, queries, 'hybrid');
+      assert.deepEqual(await answers(onRedis, queries, 'hybrid'), expected);
+      assert.equal((await onRedis.stats()).retriever.kind, 'hybrid');
+      for await (const exported of onRedis.exportDocuments()) {
+        assert.ok(exported.chunks.every((chunk) => chunk.vector?.length === CONCEPTS.length));
+        break;
+      }
+    } finally {
+      await lmdbHybrid.close();
+      await redisHybrid.close();
     }
   });
 

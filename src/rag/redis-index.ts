@@ -35,6 +35,7 @@ import { betterHit, scoreChunks, scoredTerms, type LexicalHit } from './bm25.js'
 import {
   chunkIdFor,
   documentTermsKey,
+  vectorKey,
   type ChunkRecord,
   type CollectionSummary,
   type DocumentRecord,
@@ -377,16 +378,16 @@ export class RedisIndex implements IndexBackend {
   private async vectorSearch(query: Float32Array, code: string | undefined, limit: number): Promise<VectorHit[]> {
     const codes = code !== undefined ? [code] : await this.redis.send<string[]>(['HVALS', this.redis.key('codes')]);
     const best: VectorHit[] = [];
-    const hits: VectorHit[] = [];
+    const hits: Array<VectorHit & { key: string }> = [];
     for (const each of codes) {
       for (const [chunk, vector] of await this.redis.entries<Buffer>(this.redis.key(`vecs:${each}`), true)) {
         const similarity = cosine(vector, query);
-        if (similarity !== undefined) hits.push({ chunk: Number(chunk), similarity });
+        if (similarity !== undefined) hits.push({ key: vectorKey(each, Number(chunk)), chunk: Number(chunk), similarity });
       }
     }
-    // Chunk order first, as LMDB reads them, so equal similarities rank alike on both engines.
-    hits.sort((left, right) => left.chunk - right.chunk);
-    for (const hit of hits) {
+    // In LMDB's key order (rag-vecs), so equal similarities rank alike on both engines.
+    hits.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+    for (const { key: _key, ...hit } of hits) {
       if (best.length === limit && hit.similarity <= best[best.length - 1]!.similarity) continue;
       insertSorted(best, hit, limit);
     }
