@@ -135,6 +135,30 @@ describe('the knowledge base on Redis', () => {
     }
   });
 
+  it('lets two nodes ingest and merge at once on one Redis and still rank like an index rebuilt from the final documents', async () => {
+    const store = await engineStore('redis');
+    const fresh = await engineStore('redis');
+    try {
+      const [first, second] = [await store.open(), await store.open()];
+      const documents = corpus('together');
+      // One document per segment on both nodes at once: enough segments for several merges.
+      await Promise.all([addEach(first, documents.slice(0, 16)), addEach(second, documents.slice(16))]);
+      await Promise.all([first.settle(), second.settle()]);
+      assert.ok(first.mergedPostings + second.mergedPostings > 0, 'segments were merged');
+      const counts = await first.segmentCounts();
+      assert.deepEqual(Object.keys(counts), ['live']);
+      assert.ok((counts.live ?? 0) < documents.length);
+      const rebuilt = await fresh.open();
+      for await (const exported of first.exportDocuments()) await rebuilt.importDocument(exported);
+      const scored = (results: Passage[][]) =>
+        results.map((passages) => passages.map((passage) => `${passage.score} ${passage.documentId}`).sort());
+      assert.deepEqual(scored(await answers(second, QUESTIONS, 'together')), scored(await answers(rebuilt, QUESTIONS, 'together')));
+    } finally {
+      await store.close();
+      await fresh.close();
+    }
+  });
+
   it('moves documents from LMDB to Redis and back by export and import with the same retrieval results', async () => {
     // Statistics are corpus-wide, so the source holds nothing else.
     const origin = await engineStore('lmdb');
