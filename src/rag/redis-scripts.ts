@@ -5,8 +5,8 @@
  * delete takes a document and its statistics out at once, a merge swaps segments in one step, and
  * a query reads the statistics, the segment list and the posting blocks from one snapshot.
  *
- * Keys are named from ARGV[1], the deployment's prefix (RedisStorage.key), as layout.ts of the
- * engine says (see redis-index.ts for the list).
+ * Keys are named from ARGV[1], the deployment's prefix (RedisStorage.key), followed by `rag:`
+ * and the names redis-index.ts lists.
  */
 import { createHash } from 'node:crypto';
 
