@@ -109,7 +109,7 @@ export const ragScenario: Scenario = {
     try {
       // The worker threads start (and load their modules) once, before anything is timed.
       await knowledge.add({ title: 'warm-up', text: 'warm up', collection: 'warmup' });
-      knowledge.removeCollection('warmup');
+      await knowledge.removeCollection('warmup');
       for (const size of sizes) {
         // Only ingestion is timed, not the making of the synthetic text.
         let ingestMs = 0;
@@ -178,7 +178,7 @@ export const ragScenario: Scenario = {
 
         timings.sort((left, right) => left - right);
         exhaustiveTimings.sort((left, right) => left - right);
-        const stats = knowledge.stats();
+        const stats = await knowledge.stats();
         rows.push({
           chunks: size,
           'fill s': round(ingestSeconds, 1),
@@ -186,7 +186,7 @@ export const ragScenario: Scenario = {
           'ingest MB/s': round(probeBytes / 1024 ** 2 / probeSeconds, 2),
           'index MB': round(stats.index_bytes / 1024 ** 2, 1),
           'bytes/chunk': Math.round(stats.index_bytes / Math.max(1, stats.chunks)),
-          segments: knowledge.segmentCounts().live ?? 0,
+          segments: (await knowledge.segmentCounts()).live ?? 0,
           'p50 ms': round(percentile(timings, 0.5), 2),
           'p95 ms': round(percentile(timings, 0.95), 2),
           'max ms': round(timings.at(-1)!, 2),

@@ -1,13 +1,16 @@
 /**
- * Retrieval quality and the text pipeline behind it: the fixture corpus is ingested over HTTP and
- * every fixture question must find its source document in the top 3 with BM25 alone.
+ * Retrieval quality and the text pipeline behind it, on both storage engines: the fixture corpus is
+ * ingested (over HTTP on LMDB, directly on Redis) and every fixture question must find its source
+ * document in the top 3 with BM25 alone.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { chunkText } from '../src/rag/chunk.js';
-import { extractHtml, extractMarkdown, formatFromFileName } from '../src/rag/extract.js';
+import { extractHtml, extractMarkdown, formatFromFileName, type DocumentFormat } from '../src/rag/extract.js';
+import type { KnowledgeBase } from '../src/rag/knowledge-base.js';
 import { tokenize } from '../src/rag/tokenize.js';
+import { ENGINES, engineStore } from './helpers/knowledge.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 const ADMIN = 'rag-retrieval-admin-token-0123456789';
@@ -19,80 +22,110 @@ interface Question {
   document: string;
 }
 
-describe('knowledge-base retrieval', () => {
-  let server: TestServer;
-  const idsByFile = new Map<string, string>();
+/** The fixture corpus indexed on one engine: over HTTP on a server (LMDB), or through the KnowledgeBase itself (Redis). */
+interface IndexedCorpus {
+  knowledge: KnowledgeBase;
+  idsByFile: Map<string, string>;
+  close(): Promise<void>;
+}
 
-  before(async () => {
-    server = await bootServer({ env: { COLLOQUY_ADMIN_TOKEN: ADMIN } });
-    for (const file of readdirSync(CORPUS).sort()) {
+function fixtureDocuments(): Array<{ file: string; title: string; text: string; format: DocumentFormat; collection: string }> {
+  return readdirSync(CORPUS)
+    .sort()
+    .map((file) => {
       const format = formatFromFileName(file);
       assert.ok(format, `fixture ${file} has a supported extension`);
-      const response = await server.post(
-        '/api/rag/documents',
-        { title: file, text: readFileSync(new URL(file, CORPUS), 'utf8'), format, collection: 'fixtures' },
-        { authorization: `Bearer ${ADMIN}` },
+      return { file, title: file, text: readFileSync(new URL(file, CORPUS), 'utf8'), format, collection: 'fixtures' };
+    });
+}
+
+/** LMDB: the server's knowledge base, documents posted to /api/rag/documents. */
+async function indexOverHttp(): Promise<IndexedCorpus> {
+  const server: TestServer = await bootServer({ env: { COLLOQUY_ADMIN_TOKEN: ADMIN } });
+  const idsByFile = new Map<string, string>();
+  for (const { file, ...document } of fixtureDocuments()) {
+    const response = await server.post('/api/rag/documents', document, { authorization: `Bearer ${ADMIN}` });
+    assert.equal(response.status, 201, await response.clone().text());
+    const body = (await response.json()) as { document_id: string };
+    idsByFile.set(file, body.document_id);
+  }
+  return { knowledge: server.services.knowledge, idsByFile, close: () => server.close() };
+}
+
+/** Redis: a knowledge base on its own redis-server, documents added directly. */
+async function indexOnRedis(): Promise<IndexedCorpus> {
+  const store = await engineStore('redis');
+  const knowledge = await store.open({ chunkSize: 1000, chunkOverlap: 100, minScore: 0.5 });
+  const idsByFile = new Map<string, string>();
+  for (const { file, ...document } of fixtureDocuments()) idsByFile.set(file, (await knowledge.add(document)).document_id);
+  return { knowledge, idsByFile, close: () => store.close() };
+}
+
+for (const engine of ENGINES) {
+  describe(`knowledge-base retrieval on ${engine}`, () => {
+    let corpus: IndexedCorpus;
+    let idsByFile: Map<string, string>;
+
+    before(async () => {
+      corpus = engine === 'lmdb' ? await indexOverHttp() : await indexOnRedis();
+      idsByFile = corpus.idsByFile;
+    });
+
+    after(() => corpus.close());
+    it('finds the source document in the top 3 for at least 90% of the fixture questions with BM25 alone', async () => {
+      const questions = JSON.parse(readFileSync(new URL('questions.json', FIXTURES), 'utf8')) as Question[];
+      assert.ok(questions.length >= 30, 'at least 30 questions');
+      assert.ok(idsByFile.size >= 24, 'a few dozen documents');
+      const retriever = corpus.knowledge;
+      let hits = 0;
+      const misses: string[] = [];
+      for (const { question, document } of questions) {
+        const expected = idsByFile.get(document);
+        assert.ok(expected, `question names a fixture document: ${document}`);
+        const passages = await retriever.retrieve(question, { topK: 3, collection: 'fixtures' });
+        if (passages.some((passage) => passage.documentId === expected)) hits += 1;
+        else misses.push(`${question} -> ${passages.map((passage) => passage.title).join(', ') || '(nothing)'}`);
+      }
+      const hitRate = hits / questions.length;
+      console.log(
+        `# rag top-3 hit rate (BM25, ${engine}): ${hitRate.toFixed(3)} (${hits}/${questions.length} questions, ${idsByFile.size} documents)`,
       );
-      assert.equal(response.status, 201, await response.clone().text());
-      const body = (await response.json()) as { document_id: string };
-      idsByFile.set(file, body.document_id);
-    }
-  });
+      for (const miss of misses) console.log(`#   miss: ${miss}`);
+      assert.ok(hitRate >= 0.9, `top-3 hit rate ${hitRate.toFixed(3)} is below 0.9`);
+    });
 
-  after(() => server.close());
+    it('ranks passages best first with scores and stays within the requested collection', async () => {
+      const passages = await corpus.knowledge.retrieve('Eddystone lighthouse Plymouth granite', { topK: 5, collection: 'fixtures' });
+      assert.ok(passages.length >= 1);
+      assert.equal(passages[0]!.documentId, idsByFile.get('lighthouses.txt'));
+      for (let index = 1; index < passages.length; index += 1) assert.ok(passages[index - 1]!.score >= passages[index]!.score);
+      assert.deepEqual(await corpus.knowledge.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
+    });
 
-  it('finds the source document in the top 3 for at least 90% of the fixture questions with BM25 alone', async () => {
-    const questions = JSON.parse(readFileSync(new URL('questions.json', FIXTURES), 'utf8')) as Question[];
-    assert.ok(questions.length >= 30, 'at least 30 questions');
-    assert.ok(idsByFile.size >= 24, 'a few dozen documents');
-    const retriever = server.services.knowledge;
-    let hits = 0;
-    const misses: string[] = [];
-    for (const { question, document } of questions) {
-      const expected = idsByFile.get(document);
-      assert.ok(expected, `question names a fixture document: ${document}`);
-      const passages = await retriever.retrieve(question, { topK: 3, collection: 'fixtures' });
-      if (passages.some((passage) => passage.documentId === expected)) hits += 1;
-      else misses.push(`${question} -> ${passages.map((passage) => passage.title).join(', ') || '(nothing)'}`);
-    }
-    const hitRate = hits / questions.length;
-    console.log(`# rag top-3 hit rate (BM25): ${hitRate.toFixed(3)} (${hits}/${questions.length} questions, ${idsByFile.size} documents)`);
-    for (const miss of misses) console.log(`#   miss: ${miss}`);
-    assert.ok(hitRate >= 0.9, `top-3 hit rate ${hitRate.toFixed(3)} is below 0.9`);
-  });
+    it('scores a whole document pasted as the question by its rarest terms and finds that document first', async () => {
+      const text = readFileSync(new URL('tcp.md', CORPUS), 'utf8');
+      const passages = await corpus.knowledge.retrieve(text, { topK: 3, collection: 'fixtures' });
+      assert.equal(passages[0]?.documentId, idsByFile.get('tcp.md'));
+    });
 
-  it('ranks passages best first with scores and stays within the requested collection', async () => {
-    const passages = await server.services.knowledge.retrieve('Eddystone lighthouse Plymouth granite', { topK: 5, collection: 'fixtures' });
-    assert.ok(passages.length >= 1);
-    assert.equal(passages[0]!.documentId, idsByFile.get('lighthouses.txt'));
-    for (let index = 1; index < passages.length; index += 1) assert.ok(passages[index - 1]!.score >= passages[index]!.score);
-    assert.deepEqual(await server.services.knowledge.retrieve('Eddystone lighthouse', { topK: 5, collection: 'elsewhere' }), []);
-  });
+    it('returns nothing for a query that only shares stop words or unknown terms with the corpus', async () => {
+      assert.deepEqual(await corpus.knowledge.retrieve('what is the of and', { topK: 3 }), []);
+      assert.deepEqual(await corpus.knowledge.retrieve('zyxwvut qqqq', { topK: 3 }), []);
+    });
 
-  it('scores a whole document pasted as the question by its rarest terms and finds that document first', async () => {
-    const text = readFileSync(new URL('tcp.md', CORPUS), 'utf8');
-    const passages = await server.services.knowledge.retrieve(text, { topK: 3, collection: 'fixtures' });
-    assert.equal(passages[0]?.documentId, idsByFile.get('tcp.md'));
+    it("never indexes the text of an HTML page's scripts", async () => {
+      const listed = await corpus.knowledge.list({ collection: 'fixtures', limit: 100 });
+      const volcano = listed.find((document) => document.document_id === idsByFile.get('volcanoes.html'));
+      assert.ok(volcano);
+      // The script in the page mentions "tracking code"; it must not be searchable.
+      const leaked = await corpus.knowledge.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
+      assert.equal(
+        leaked.some((passage) => passage.documentId === volcano.document_id),
+        false,
+      );
+    });
   });
-
-  it('returns nothing for a query that only shares stop words or unknown terms with the corpus', async () => {
-    assert.deepEqual(await server.services.knowledge.retrieve('what is the of and', { topK: 3 }), []);
-    assert.deepEqual(await server.services.knowledge.retrieve('zyxwvut qqqq', { topK: 3 }), []);
-  });
-
-  it("never indexes the text of an HTML page's scripts", async () => {
-    const list = await server.fetch('/api/rag/documents?collection=fixtures&limit=100', { headers: { authorization: `Bearer ${ADMIN}` } });
-    const body = (await list.json()) as { documents: Array<{ document_id: string; title: string }> };
-    const volcano = body.documents.find((document) => document.document_id === idsByFile.get('volcanoes.html'));
-    assert.ok(volcano);
-    // The script in the page mentions "tracking code"; it must not be searchable.
-    const leaked = await server.services.knowledge.retrieve('analytics tracking code', { topK: 3, collection: 'fixtures' });
-    assert.equal(
-      leaked.some((passage) => passage.documentId === volcano.document_id),
-      false,
-    );
-  });
-});
+}
 
 describe('text pipeline', () => {
   it('folds case, accents and plurals and splits CJK text into bigrams', () => {

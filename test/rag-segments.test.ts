@@ -71,7 +71,7 @@ describe('the segmented knowledge-base index', () => {
     const costs: number[] = [];
     let filler = 0;
     for (const target of [0, 200, 800, 3200]) {
-      while ((index.knowledge.stats().chunks ?? 0) < target) {
+      while (((await index.knowledge.stats()).chunks ?? 0) < target) {
         const batch: DocumentInput[] = Array.from({ length: 20 }, () => {
           filler += 1;
           return { title: `filler ${filler}`, text: text(4 * 1024, 1000 + filler) };
@@ -100,22 +100,22 @@ describe('the segmented knowledge-base index', () => {
       await live.knowledge.add({ title, text: body, collection: number % 2 === 0 ? 'even' : 'odd' });
     }
     for (const title of ['doc 3', 'doc 8', 'doc 15']) {
-      const id = live.knowledge.list({ limit: 100 }).find((document) => document.title === title)?.document_id;
+      const id = (await live.knowledge.list({ limit: 100 })).find((document) => document.title === title)?.document_id;
       assert.ok(id);
-      assert.equal(live.knowledge.remove(id), true);
+      assert.equal(await live.knowledge.remove(id), true);
       versions.delete(title);
     }
     await live.knowledge.settle();
     // The same final documents, in the same collections, written once into an empty index.
-    const collectionOf = new Map(live.knowledge.list({ limit: 100 }).map((document) => [document.title, document.collection]));
+    const collectionOf = new Map((await live.knowledge.list({ limit: 100 })).map((document) => [document.title, document.collection]));
     await fresh.knowledge.addMany(
       [...versions].map(([title, body]) => ({ title, text: body, collection: collectionOf.get(title) as string })),
     );
     await fresh.knowledge.settle();
-    const liveStats = live.knowledge.stats();
-    const freshStats = fresh.knowledge.stats();
+    const liveStats = await live.knowledge.stats();
+    const freshStats = await fresh.knowledge.stats();
     assert.deepEqual([liveStats.documents, liveStats.chunks], [freshStats.documents, freshStats.chunks]);
-    assert.deepEqual(live.knowledge.collections(), fresh.knowledge.collections());
+    assert.deepEqual(await live.knowledge.collections(), await fresh.knowledge.collections());
     for (const query of ['w1x w2x', 'w10x w3x w77x', 'w5x', 'w1ax w4x w1x', 'w2bx']) {
       for (const collection of [undefined, 'even', 'odd']) {
         const options = collection === undefined ? { topK: 8 } : { topK: 8, collection };
@@ -135,7 +135,7 @@ describe('the segmented knowledge-base index', () => {
         assert.deepEqual(above(got), above(want), where);
       }
     }
-    const segments = live.knowledge.segmentCounts();
+    const segments = await live.knowledge.segmentCounts();
     assert.ok(live.knowledge.mergedPostings > 0, 'merges ran');
     assert.ok((segments.live ?? 0) < 16, `segments after merging: ${JSON.stringify(segments)}`);
     assert.equal(segments.retired ?? 0, 0, 'merged-away segments were swept');
@@ -166,7 +166,7 @@ describe('the segmented knowledge-base index', () => {
     await close(first);
     const second = openIndex(first.directory);
     await second.knowledge.settle();
-    assert.deepEqual(second.knowledge.segmentCounts(), { live: 1 });
+    assert.deepEqual(await second.knowledge.segmentCounts(), { live: 1 });
     assert.equal(second.storage.root.openDB({ name: 'rag-chunk-text' }).get(900_000), undefined);
     assert.equal((await second.knowledge.retrieve('orphan', { topK: 3 })).length, 0);
     assert.equal((await second.knowledge.retrieve('w1x', { topK: 3 }))[0]?.title, 'kept');
@@ -217,8 +217,8 @@ describe('the segmented knowledge-base index', () => {
       passages.map((passage) => [passage.documentId, passage.chunkId, passage.text]),
       [['doc_00000000000000000000abcd', 'doc_00000000000000000000abcd-1', 'Orchids are misted weekly.']],
     );
-    assert.deepEqual([knowledge.stats().documents, knowledge.stats().chunks], [1, 2]);
-    assert.deepEqual(knowledge.collections(), [{ name: 'garden', documents: 1, chunks: 2 }]);
+    assert.deepEqual([(await knowledge.stats()).documents, (await knowledge.stats()).chunks], [1, 2]);
+    assert.deepEqual(await knowledge.collections(), [{ name: 'garden', documents: 1, chunks: 2 }]);
     assert.equal(storage.root.openDB({ name: 'rag-postings' }).getCount(), 0, 'the old postings are dropped');
     await knowledge.close();
     await storage.close();

@@ -1,13 +1,15 @@
 /**
  * RAG end to end: chat with `rag` cites document sources, and GET /api/chat/rag/stats reports real
- * counters after a known sequence of operations, also after a restart on the same data directory.
+ * counters after a known sequence of operations, also after a restart on the same data directory;
+ * the same counters on both storage engines (LMDB and Redis) through the KnowledgeBase itself.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { RagStats } from '../src/rag/knowledge-base.js';
+import type { KnowledgeBase, RagStats } from '../src/rag/knowledge-base.js';
+import { ENGINES, engineStore, type EngineStore } from './helpers/knowledge.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 const ADMIN = 'rag-stats-admin-token-0123456789';
@@ -139,3 +141,76 @@ describe('RAG in chat and its statistics', () => {
     assert.equal(more.hit_rate, 0.75);
   });
 });
+
+for (const engine of ENGINES) {
+  describe(`retrieval statistics on ${engine}`, () => {
+    let store: EngineStore;
+    let knowledge: KnowledgeBase;
+
+    before(async () => {
+      store = await engineStore(engine);
+      knowledge = await store.open({ minScore: 0.5 });
+    });
+
+    after(() => store.close());
+
+    it('reports an empty knowledge base before anything is indexed', async () => {
+      const { index_bytes: indexBytes, ...rest } = await knowledge.stats();
+      assert.ok(Number.isInteger(indexBytes) && indexBytes >= 0);
+      assert.deepEqual(rest, {
+        documents: 0,
+        chunks: 0,
+        collections: 0,
+        queries: 0,
+        hit_rate: 0,
+        avg_retrieval_ms: 0,
+        last_indexed: null,
+        retriever: { kind: 'bm25' },
+      });
+    });
+
+    it('counts queries, the share with a result above the threshold, and the retrieval time', async () => {
+      await knowledge.add({
+        title: 'Harbour guide',
+        text: 'The harbour master opens the lock gates two hours before high water.',
+        collection: 'port',
+      });
+      await knowledge.add({
+        title: 'Bakery notes',
+        text: 'Rye bread needs a longer proof than wheat bread because rye has little gluten.',
+        collection: 'kitchen',
+      });
+      assert.equal((await knowledge.retrieve('When does the harbour master open the lock gates?', { topK: 3 }))[0]?.title, 'Harbour guide');
+      assert.equal(
+        (await knowledge.retrieve('Why does rye bread need a longer proof?', { topK: 2, collection: 'kitchen' }))[0]?.title,
+        'Bakery notes',
+      );
+      assert.deepEqual(await knowledge.retrieve('Tell me about quantum chromodynamics', { topK: 3 }), []);
+      await knowledge.flushCounters();
+      const figures = await knowledge.stats();
+      assert.equal(figures.documents, 2);
+      assert.equal(figures.chunks, 2);
+      assert.equal(figures.collections, 2);
+      assert.ok(figures.index_bytes > 0);
+      assert.equal(figures.queries, 3);
+      assert.equal(figures.hit_rate, 0.6667);
+      assert.ok(figures.avg_retrieval_ms > 0);
+      assert.ok(figures.last_indexed && !Number.isNaN(Date.parse(figures.last_indexed)));
+      assert.deepEqual(figures.retriever, { kind: 'bm25' });
+    });
+
+    it('keeps every counter when the knowledge base is opened again on the same storage', async () => {
+      const before = await knowledge.stats();
+      await knowledge.close();
+      knowledge = await store.open({ minScore: 0.5 });
+      const { index_bytes: _bytes, ...after } = await knowledge.stats();
+      const { index_bytes: _before, ...expected } = before;
+      assert.deepEqual(after, expected);
+      await knowledge.retrieve('lock gates harbour', { topK: 3 });
+      await knowledge.flushCounters();
+      const more = await knowledge.stats();
+      assert.equal(more.queries, 4);
+      assert.equal(more.hit_rate, 0.75);
+    });
+  });
+}

@@ -194,7 +194,7 @@ export async function runRag(argv: readonly string[]): Promise<number> {
       return withDataDir(async (data) => {
         const knowledge = createKnowledgeBase(data.config, data.storage, { threads: 0 });
         await knowledge.ready;
-        const documents = knowledge.list({ collection, limit });
+        const documents = await knowledge.list({ collection, limit });
         await knowledge.close();
         if (args.json) process.stdout.write(`${JSON.stringify({ documents })}\n`);
         else {
@@ -209,7 +209,7 @@ export async function runRag(argv: readonly string[]): Promise<number> {
       return withDataDir(async (data) => {
         const knowledge = createKnowledgeBase(data.config, data.storage, { threads: 0 });
         await knowledge.ready;
-        const removed = knowledge.remove(documentId, collection);
+        const removed = await knowledge.remove(documentId, collection);
         await knowledge.close();
         if (!removed) throw new CommandError(`no document ${documentId}`);
         process.stdout.write(args.json ? `${JSON.stringify({ document_id: documentId, deleted: true })}\n` : `deleted ${documentId}\n`);
@@ -221,7 +221,7 @@ export async function runRag(argv: readonly string[]): Promise<number> {
       return withDataDir(async (data) => {
         const knowledge = createKnowledgeBase(data.config, data.storage, { threads: 0 });
         await knowledge.ready;
-        const stats = knowledge.stats();
+        const stats = await knowledge.stats();
         await knowledge.close();
         if (args.json) process.stdout.write(`${JSON.stringify(stats)}\n`);
         else {

@@ -7,8 +7,6 @@
  * postings. Document frequencies come from rag-df, which counts live chunks only, so the scores
  * are those of an index built from scratch; postings of deleted chunks are skipped at the end.
  */
-import type { Database } from 'lmdb';
-import { blockKey } from './index-store.js';
 import { BlockReader } from './postings.js';
 
 /** BM25 parameters (the usual defaults). */
@@ -29,7 +27,8 @@ export interface LexicalHit {
 }
 
 export interface LexicalIndex {
-  blocks: Database<Buffer, string>;
+  /** A segment's block of a term (valid until the next call), or undefined when the segment lacks the term. */
+  block: (segment: string, term: string) => Uint8Array | undefined;
   /** A term's document frequency in live chunks. */
   df: (term: string) => number;
 }
@@ -54,13 +53,32 @@ export function scoreBm25(
   corpus: CorpusFigures,
   options: { limit: number; scanLimit?: number | undefined; isLive: (chunk: number) => boolean },
 ): LexicalHit[] {
-  const scanLimit = options.scanLimit ?? SCAN_LIMIT;
-  if (corpus.chunks === 0 || queryTerms.length === 0 || segments.length === 0) return [];
-  const unique = [...new Set(queryTerms)]
-    .map((term) => ({ term, df: index.df(term) }))
+  return topHits(scoreChunks(index, segments, queryTerms, corpus, options), options.limit, options.isLive);
+}
+
+/** The distinct query terms that are scored, rarest first, with their document frequencies. */
+export function scoredTerms(queryTerms: readonly string[], df: (term: string) => number): Array<{ term: string; df: number }> {
+  return [...new Set(queryTerms)]
+    .map((term) => ({ term, df: df(term) }))
     .filter((entry) => entry.df > 0)
     .sort((left, right) => left.df - right.df)
     .slice(0, MAX_QUERY_TERMS);
+}
+
+/**
+ * The BM25 score of every candidate chunk, live or not (scoreBm25 keeps the best live ones; an
+ * engine whose liveness check is asynchronous ranks them with rankCandidates).
+ */
+export function scoreChunks(
+  index: LexicalIndex,
+  segments: readonly SegmentView[],
+  queryTerms: string[],
+  corpus: CorpusFigures,
+  options: { scanLimit?: number | undefined },
+): Map<number, number> {
+  const scanLimit = options.scanLimit ?? SCAN_LIMIT;
+  if (corpus.chunks === 0 || queryTerms.length === 0 || segments.length === 0) return new Map();
+  const unique = scoredTerms(queryTerms, index.df);
   const scores = new Map<number, number>();
   const averageLength = corpus.averageLength || 1;
   const weight = (tf: number, length: number, idf: number) => (idf * tf * (K1 + 1)) / (tf + K1 * (1 - B + (B * length) / averageLength));
@@ -95,24 +113,23 @@ export function scoreBm25(
       scanned += count;
     }
   }
-  return topHits(scores, options.limit, options.isLive);
+  return scores;
 }
 
-/**
- * A block without copying it: getBinaryFast answers in a shared buffer, valid until the next read
- * (each block is used up before the next is read) and whose `length`, not its byteLength, is the
- * value's size.
- */
+/** A segment's block of a term (each block is used up before the next is read). */
 function readBlock(index: LexicalIndex, segment: string, term: string): Uint8Array | undefined {
-  const block = index.blocks.getBinaryFast(blockKey(segment, term));
-  return block ? block.subarray(0, block.length) : undefined;
+  return index.block(segment, term);
+}
+
+/** Orders hits best first: higher score, then lower chunk number. */
+export function betterHit(left: LexicalHit, right: LexicalHit): boolean {
+  return left.score > right.score || (left.score === right.score && left.chunk < right.chunk);
 }
 
 /** The `limit` highest scores of live chunks, best first, without sorting every candidate. */
 function topHits(scores: Map<number, number>, limit: number, isLive: (chunk: number) => boolean): LexicalHit[] {
   const best: LexicalHit[] = [];
-  const better = (left: LexicalHit, right: LexicalHit) =>
-    left.score > right.score || (left.score === right.score && left.chunk < right.chunk);
+  const better = betterHit;
   for (const [chunk, score] of scores) {
     const hit = { chunk, score };
     if (best.length === limit && !better(hit, best[best.length - 1] as LexicalHit)) continue;

@@ -3,6 +3,7 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { LmdbStorage } from '../store/lmdb.js';
+import type { RedisStorage } from '../store/redis.js';
 import { recordUpstreamCalls } from '../upstream/observer.js';
 import { OpenAiEmbedder } from './embeddings.js';
 import { KnowledgeBase } from './knowledge-base.js';
@@ -21,10 +22,10 @@ export function createEmbedder(config: Readonly<Config>, deps: { logger?: Logger
     : undefined;
 }
 
-/** The knowledge base over `storage`, with an embeddings client when config.rag.embeddings is set. */
+/** The knowledge base over `storage` (its engine picks the index: LMDB or Redis), with an embeddings client when config.rag.embeddings is set. */
 export function createKnowledgeBase(
   config: Readonly<Config>,
-  storage: LmdbStorage,
+  storage: LmdbStorage | RedisStorage,
   deps: { logger?: Logger; metrics?: Metrics; threads?: number } = {},
 ): KnowledgeBase {
   const embedder = createEmbedder(config, deps);

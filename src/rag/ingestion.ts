@@ -47,6 +47,8 @@ export interface DocumentToWrite {
   content: PreparedContent;
   vectors?: Float32Array[] | undefined;
   pages?: number | undefined;
+  /** When it was first indexed (an imported document keeps its time); default: when it is published. */
+  indexedAt?: string | undefined;
 }
 
 export interface IngestResult {
@@ -65,7 +67,7 @@ export interface WriteCounters {
 }
 
 /** How a segment's blocks are assembled: its terms sorted, where each term's entries are, and its document frequencies. */
-interface SegmentPlan {
+export interface SegmentPlan {
   terms: string[];
   /** Chunks of the segment that hold terms[i]. */
   counts: Uint32Array;
@@ -105,7 +107,7 @@ function mergeSorted(left: string[], right: string[]): string[] {
  * hundreds of thousands of terms): where each term's entries are, and the sorted union of the
  * documents' (already sorted) term lists, merged pairwise.
  */
-async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
+export async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
   const parts = new Map<string, number[]>();
   let work = 0;
   for (const [position, document] of documents.entries()) {
@@ -420,7 +422,7 @@ export class IndexWriter {
         chars: document.content.chars,
         format: document.format,
         ...(document.pages !== undefined ? { pages: document.pages } : {}),
-        indexed_at: now,
+        indexed_at: document.indexedAt ?? now,
       } satisfies DocumentRecord);
       byCollection.put(`${document.collection}\u0000${document.id}`, 1);
       for (const value of lengths) addedLength += value;

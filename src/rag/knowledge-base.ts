@@ -1,38 +1,36 @@
 /**
- * The knowledge base: documents in named collections, cut into chunks, indexed for BM25 in LMDB
- * (and for vector search when an embeddings upstream is configured), plus retrieval statistics.
- * This class is the one entry point; the work lives in extract-sections.ts and prepare.ts (run in
- * the worker pool), ingestion.ts (segments written and documents removed), merge.ts (background
- * merges), index-store.ts (layout and records), retrieval.ts (ranking) and retrieval-stats.ts.
+ * The knowledge base: documents in named collections, cut into chunks, indexed for BM25 (and for
+ * vector search when an embeddings upstream is configured), plus retrieval statistics. This class
+ * is the one entry point and the part every storage engine shares: it validates, extracts and
+ * chunks in the worker pool (extract-sections.ts, prepare.ts), embeds, and hands prepared
+ * documents to an engine (backend.ts): LmdbIndex (lmdb-index.ts) or RedisIndex (redis-index.ts),
+ * which store, rank (retrieval.ts, bm25.ts) and count (retrieval-stats.ts) alike.
  *
  * A document goes through four stages, reported to whoever asks (the NDJSON upload, the command
- * line): extracting and chunking in a worker thread, indexing on the main thread in short
- * transactions, done. Documents ready at the same time are written together as one segment
- * (write-queue.ts).
+ * line): extracting and chunking in a worker thread, indexing, done. Documents ready at the same
+ * time are written together as one segment (write-queue.ts).
  */
 import { ApiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LmdbStorage } from '../store/lmdb.js';
+import type { RedisStorage } from '../store/redis.js';
+import type { BackendOptions, ExportedDocument, IndexBackend } from './backend.js';
 import type { Embedder } from './embeddings.js';
 import type { DocumentFormat } from './extract.js';
 import {
   COLLECTION_PATTERN,
   DEFAULT_COLLECTION,
-  INDEX_VERSION,
   documentIdFor,
-  openRagDatabases,
   summarise,
   type CollectionSummary,
-  type DocumentRecord,
   type DocumentSummary,
-  type RagDatabases,
 } from './index-store.js';
-import { IndexWriter, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
-import { SegmentMerger } from './merge.js';
-import { migrateLegacyIndex } from './migrate.js';
+import type { DocumentToWrite, IngestResult, WriteCounters } from './ingestion.js';
+import { LmdbIndex } from './lmdb-index.js';
+import { buildPostings } from './postings.js';
 import type { ChunkOptions } from './prepare.js';
-import { retrievePassages, type RetrievalContext } from './retrieval.js';
-import { RetrievalCounters, ragStats, type RagStats } from './retrieval-stats.js';
+import { ragStats, type RagStats } from './retrieval-stats.js';
+import { RedisIndex } from './redis-index.js';
 import type { Passage, Retriever } from './types.js';
 import { createPreparer, defaultIngestThreads, type Preparer } from './worker-pool.js';
 import { WriteQueue } from './write-queue.js';
@@ -43,6 +41,7 @@ export {
   type CollectionSummary,
   type DocumentSummary,
 } from './index-store.js';
+export type { ExportedChunk, ExportedDocument } from './backend.js';
 export type { IngestResult } from './ingestion.js';
 export type { RagStats } from './retrieval-stats.js';
 
@@ -96,64 +95,54 @@ export interface KnowledgeBaseOptions {
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB. */
+/** The engine for a storage: LMDB's segmented index, or the same design on Redis. */
+function backendFor(storage: LmdbStorage | RedisStorage, options: BackendOptions): IndexBackend {
+  return storage.engine === 'redis' ? new RedisIndex(storage, options) : new LmdbIndex(storage, options);
+}
+
+/** Documents, chunks, the lexical and vector indexes and the retrieval counters, in LMDB or Redis. */
 export class KnowledgeBase implements Retriever {
-  private readonly databases: RagDatabases;
-  private readonly writer: IndexWriter;
-  private readonly merger: SegmentMerger;
+  private readonly backend: IndexBackend;
   private readonly preparer: Preparer;
-  private readonly retrieval: RetrievalContext;
-  private readonly counters: RetrievalCounters;
-  private readonly chunkOptions: ChunkOptions;
   private readonly writes: WriteQueue;
+  private opening: Promise<ChunkOptions> | undefined;
   private closed = false;
 
   constructor(
-    private readonly storage: LmdbStorage,
+    storage: LmdbStorage | RedisStorage,
     private readonly options: KnowledgeBaseOptions,
   ) {
-    this.databases = openRagDatabases(storage.root);
-    const { meta } = this.databases;
-    // The stop-word setting decides which postings exist, so it is fixed at index creation.
-    const settings = meta.get('settings') as { stop_words: boolean } | undefined;
-    let stopWords: boolean;
-    if (settings) stopWords = settings.stop_words;
-    else {
-      stopWords = options.stopWords ?? true;
-      meta.putSync('settings', { stop_words: stopWords });
-    }
-    this.chunkOptions = {
-      chunkSize: options.chunkSize,
-      chunkOverlap: options.chunkOverlap,
-      stopWords,
-      maxTextBytes: options.maxTextBytes ?? 16 * 1024 * 1024,
-    };
-    this.writer = new IndexWriter(storage.root, this.databases);
-    this.merger = new SegmentMerger(this.databases, this.writer, yieldToEventLoop, options.logger);
-    this.writes = new WriteQueue(this.writer, yieldToEventLoop, () => this.merger.schedule());
-    this.preparer = createPreparer(options.threads ?? defaultIngestThreads());
-    this.retrieval = {
-      databases: this.databases,
-      stopWords,
+    this.backend = backendFor(storage, {
+      chunkOptions: {
+        chunkSize: options.chunkSize,
+        chunkOverlap: options.chunkOverlap,
+        stopWords: options.stopWords ?? true,
+        maxTextBytes: options.maxTextBytes ?? 16 * 1024 * 1024,
+      },
       minScore: options.minScore,
       scanLimit: options.scanLimit,
       embedder: options.embedder,
       logger: options.logger,
-      pendingTerms: new Map(),
-    };
-    this.counters = new RetrievalCounters(storage.root, this.databases, options.statsFlushMs ?? 250);
-    this.merger.recover();
-    this.ready = this.upgrade().then(() => this.merger.schedule());
+      statsFlushMs: options.statsFlushMs,
+    });
+    this.writes = new WriteQueue(this.backend, yieldToEventLoop, () => this.backend.afterWrite());
+    this.preparer = createPreparer(options.threads ?? defaultIngestThreads());
+    // Opened at once so a migration starts with the process; a failure is retried by the next call.
+    this.chunkOptions().catch(() => undefined);
   }
 
-  /** Resolves once an index of an earlier layout has been moved over (at once for any other). */
-  readonly ready: Promise<void>;
+  /** The chunking in force, once the index is open (opened again after a failure: Redis away at start). */
+  private chunkOptions(): Promise<ChunkOptions> {
+    this.opening ??= this.backend.open().catch((error: unknown) => {
+      this.opening = undefined;
+      throw error;
+    });
+    return this.opening;
+  }
 
-  private async upgrade(): Promise<void> {
-    const { meta } = this.databases;
-    if (meta.get('index_version') === INDEX_VERSION) return;
-    await migrateLegacyIndex(this.storage.root, this.databases, this.writer, this.chunkOptions, this.options.logger);
-    meta.putSync('index_version', INDEX_VERSION);
+  /** Resolves once the index is open (an index of an earlier layout moved over). */
+  get ready(): Promise<void> {
+    return this.chunkOptions().then(() => undefined);
   }
 
   /** The retriever kind reported in stats. */
@@ -163,19 +152,17 @@ export class KnowledgeBase implements Retriever {
 
   /** Storage work done by ingestion in this process (keys written, transactions). */
   get writeCounters(): Readonly<WriteCounters> {
-    return this.writer.counters;
+    return this.backend.writeCounters;
   }
 
   /** Segments of the lexical index by state (the bench and tests watch merges with it). */
-  segmentCounts(): Record<string, number> {
-    const counts: Record<string, number> = {};
-    for (const { value } of this.databases.segments.getRange()) counts[value.state] = (counts[value.state] ?? 0) + 1;
-    return counts;
+  segmentCounts(): Promise<Record<string, number>> {
+    return this.backend.segmentCounts();
   }
 
   /** Postings copied by background merges in this process. */
   get mergedPostings(): number {
-    return this.merger.copiedPostings;
+    return this.backend.mergedPostings;
   }
 
   /**
@@ -189,14 +176,15 @@ export class KnowledgeBase implements Retriever {
         details: [{ path: 'collection', message: 'must be 1-64 letters, digits, "_" or "-"' }],
       });
     }
-    await this.ready;
-    return this.writes.add(() => this.prepare(input, collection, signal, onStage));
+    const chunkOptions = await this.chunkOptions();
+    return this.writes.add(() => this.prepare(input, collection, chunkOptions, signal, onStage));
   }
 
   /** Extraction and chunking in the worker pool, embedding when configured: a document ready to write. */
   private async prepare(
     input: DocumentInput,
     collection: string,
+    chunkOptions: ChunkOptions,
     signal: AbortSignal | undefined,
     onStage: ((stage: IngestStage) => void) | undefined,
   ): Promise<DocumentToWrite> {
@@ -206,7 +194,7 @@ export class KnowledgeBase implements Retriever {
     const extracted = await this.preparer.extract({ content: input.text, format, name }, signal);
     if (!extracted.ok) throw new ApiError(extracted.code, extracted.message, { details: extracted.details });
     onStage?.('chunking');
-    const prepared = await this.preparer.chunk({ ...this.chunkOptions, sections: extracted.sections, title: extracted.title }, signal);
+    const prepared = await this.preparer.chunk({ ...chunkOptions, sections: extracted.sections, title: extracted.title }, signal);
     if (!prepared.ok) throw new ApiError(prepared.code, prepared.message, { details: prepared.details });
     const content = prepared.content;
     const vectors = this.options.embedder ? await this.options.embedder.embed(content.texts, signal) : undefined;
@@ -226,7 +214,6 @@ export class KnowledgeBase implements Retriever {
       pages: extracted.pages,
     };
   }
-
   /**
    * Indexes many documents, `concurrency` at a time; each stands alone (one failing does not stop
    * the others). Documents ready together are written as one segment. `onProgress` hears every
@@ -282,119 +269,115 @@ export class KnowledgeBase implements Retriever {
       start();
     });
   }
+  /**
+   * Indexes an exported document (exportDocuments, on this engine or another) exactly: the same
+   * id, record fields and chunks, tokenised again but never re-cut, with their vectors.
+   */
+  async importDocument(exported: ExportedDocument): Promise<IngestResult> {
+    const { record, chunks } = exported;
+    if (!COLLECTION_PATTERN.test(record.collection) || chunks.length === 0) {
+      throw new ApiError('invalid_request', `The exported document ${record.id} has no chunks or a bad collection.`);
+    }
+    const chunkOptions = await this.chunkOptions();
+    const texts = chunks.map((chunk) => chunk.text);
+    const paged = chunks.some((chunk) => chunk.page !== undefined);
+    const { lengths, postings } = buildPostings(texts, chunkOptions.stopWords);
+    const vectors = chunks.every((chunk) => chunk.vector) ? chunks.map((chunk) => Float32Array.from(chunk.vector ?? [])) : undefined;
+    const document: DocumentToWrite = {
+      id: record.id,
+      key: record.key,
+      title: record.title,
+      url: record.url,
+      collection: record.collection,
+      format: record.format,
+      content: {
+        title: record.title,
+        chars: record.chars,
+        texts,
+        lengths,
+        pages: paged ? chunks.map((chunk) => chunk.page ?? 0) : undefined,
+        postings,
+      },
+      vectors,
+      pages: record.pages,
+      indexedAt: record.indexed_at,
+    };
+    return this.writes.add(async () => document);
+  }
+
+  /** Every document with its chunks and vectors, ordered by id: what importDocument rebuilds it from. */
+  async *exportDocuments(): AsyncIterable<ExportedDocument> {
+    await this.ready;
+    yield* this.backend.exportDocuments();
+  }
 
   /** Resolves when background merges and clean-up have finished (tests, benches). */
   async settle(): Promise<void> {
     await this.ready;
     await this.writes.idle();
-    await this.merger.idle();
+    await this.backend.settle();
   }
 
   /** True when the collection holds at least one document. */
-  hasCollection(name: string): boolean {
-    return this.databases.collections.get(name) !== undefined;
+  hasCollection(name: string): Promise<boolean> {
+    return this.backend.hasCollection(name);
   }
 
   /** One document's summary, or undefined. */
-  get(documentId: string): DocumentSummary | undefined {
-    const record = this.databases.documents.get(documentId);
+  async get(documentId: string): Promise<DocumentSummary | undefined> {
+    const record = await this.backend.get(documentId);
     return record ? summarise(record) : undefined;
   }
 
   /** Deletes a document; false when no such document (in that collection, when one is named). */
-  remove(documentId: string, collection?: string): boolean {
-    return this.writer.transaction(() => {
-      const document = this.databases.documents.get(documentId);
-      if (!document || (collection !== undefined && document.collection !== collection)) return false;
-      const frequencies = new Map<string, number>();
-      this.writer.remove(document, frequencies);
-      this.writer.applyFrequencies(frequencies);
-      return true;
-    });
+  remove(documentId: string, collection?: string): Promise<boolean> {
+    return this.backend.remove(documentId, collection);
   }
 
   /** Deletes every document of a collection; returns how many were removed. */
-  removeCollection(collection: string): number {
-    const { byCollection, documents } = this.databases;
-    let removed = 0;
-    for (;;) {
-      // Bounded batches keep each write transaction short.
-      const ids = Array.from(byCollection.getKeys({ start: `${collection}\u0000`, end: `${collection}\u0001`, limit: 100 }), (key) =>
-        key.slice(collection.length + 1),
-      );
-      if (ids.length === 0) return removed;
-      removed += this.writer.transaction(() => {
-        let count = 0;
-        const frequencies = new Map<string, number>();
-        for (const id of ids) {
-          const document = documents.get(id);
-          if (document) {
-            this.writer.remove(document, frequencies);
-            count += 1;
-          } else byCollection.remove(`${collection}\u0000${id}`);
-        }
-        this.writer.applyFrequencies(frequencies);
-        return count;
-      });
-    }
+  removeCollection(collection: string): Promise<number> {
+    return this.backend.removeCollection(collection);
   }
 
   /** Documents ordered by id, optionally within one collection, `limit` at a time after `after`. */
-  list(options: { collection?: string; limit: number; after?: string }): DocumentSummary[] {
-    const { collection, limit, after } = options;
-    const { byCollection, documents } = this.databases;
-    if (collection !== undefined) {
-      const start = `${collection}\u0000${after ? `${after}\u0000` : ''}`;
-      const ids = Array.from(byCollection.getKeys({ start, end: `${collection}\u0001`, limit }), (key) => key.slice(collection.length + 1));
-      return ids
-        .map((id) => documents.get(id))
-        .filter((record): record is DocumentRecord => record !== undefined)
-        .map(summarise);
-    }
-    const start = after ? `${after}\u0000` : undefined;
-    return Array.from(documents.getRange({ start, limit }), ({ value }) => summarise(value));
+  async list(options: { collection?: string | undefined; limit: number; after?: string | undefined }): Promise<DocumentSummary[]> {
+    return (await this.backend.list(options)).map(summarise);
   }
 
   /** Every collection with its counts. */
-  collections(): CollectionSummary[] {
-    return Array.from(this.databases.collections.getRange({ limit: 10_000 }), ({ key, value }) => ({
-      name: key,
-      documents: value.documents,
-      chunks: value.chunks,
-    }));
+  collections(): Promise<CollectionSummary[]> {
+    return this.backend.collections();
   }
 
   /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
   async retrieve(query: string, options: { topK: number; collection?: string }, signal?: AbortSignal): Promise<Passage[]> {
     await this.ready;
     const started = performance.now();
-    const passages = await retrievePassages(this.retrieval, query, options, signal);
+    const passages = await this.backend.retrieve(query, options, signal);
     const elapsedMs = performance.now() - started;
     this.options.observeRetrieval?.(elapsedMs / 1000);
-    this.counters.record(passages.length > 0, elapsedMs);
+    this.backend.recordRetrieval(passages.length > 0, elapsedMs);
     return passages;
   }
 
-  /** Adds the in-memory counters to the stored ones in one transaction (safe across processes). */
-  flushCounters(): void {
-    this.counters.flush();
+  /** Writes the counters this process still holds (safe across processes). */
+  flushCounters(): Promise<void> {
+    return this.backend.flushCounters();
   }
 
   /** Finishes queued writes, stops merging (resumed at the next start), writes pending counters and stops the worker threads. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.ready;
     await this.writes.close();
-    await this.merger.close();
-    this.counters.close();
+    await this.backend.close();
     await this.preparer.close();
   }
 
   /** The figures of GET /api/chat/rag/stats. */
-  stats(): RagStats {
+  async stats(): Promise<RagStats> {
     const retriever: RagStats['retriever'] = { kind: this.kind };
     if (this.options.embedder) retriever.embedding_model = this.options.embedder.model;
-    return ragStats(this.databases, this.counters, retriever);
+    return ragStats(await this.backend.figures(), retriever);
   }
 }

@@ -3,7 +3,8 @@
  * background, and the figures of GET /api/chat/rag/stats built from them and the index.
  */
 import type { RootDatabase } from 'lmdb';
-import { readCorpus, type RagDatabases } from './index-store.js';
+import type { IndexFigures } from './backend.js';
+import type { RagDatabases } from './index-store.js';
 import { round } from './round.js';
 
 /** The body of GET /api/chat/rag/stats. */
@@ -91,25 +92,24 @@ export class RetrievalCounters {
   }
 }
 
-/** The figures of GET /api/chat/rag/stats from the index and the counters. */
-export function ragStats(databases: RagDatabases, counters: RetrievalCounters, retriever: RagStats['retriever']): RagStats {
-  const corpus = readCorpus(databases);
-  const { queries, hits, total_ms: totalMs } = counters.totals();
+/** The figures of GET /api/chat/rag/stats from an engine's stored figures. */
+export function ragStats(figures: IndexFigures, retriever: RagStats['retriever']): RagStats {
+  const { queries, hits, total_ms: totalMs } = figures;
   return {
-    documents: corpus.documents,
-    chunks: corpus.chunks,
-    collections: databases.collections.getCount(),
-    index_bytes: indexBytes(databases),
+    documents: figures.documents,
+    chunks: figures.chunks,
+    collections: figures.collections,
+    index_bytes: figures.index_bytes,
     queries,
     hit_rate: queries > 0 ? round(hits / queries, 4) : 0,
     avg_retrieval_ms: queries > 0 ? round(totalMs / queries, 3) : 0,
-    last_indexed: corpus.last_indexed,
+    last_indexed: figures.last_indexed,
     retriever,
   };
 }
 
 /** Pages used by the knowledge base's sub-databases, in bytes. */
-function indexBytes(databases: RagDatabases): number {
+export function indexBytes(databases: RagDatabases): number {
   let bytes = 0;
   for (const db of Object.values(databases)) {
     const stats = db.getStats() as { pageSize: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number };

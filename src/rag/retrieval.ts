@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import { scoreBm25, type LexicalHit, type SegmentView } from './bm25.js';
 import type { Embedder } from './embeddings.js';
 import {
+  blockKey,
   chunkIdFor,
   readCorpus,
   segmentTermCount,
@@ -35,7 +36,7 @@ export interface RetrievalContext {
   pendingTerms: Map<string, PendingTerms>;
 }
 
-interface VectorHit {
+export interface VectorHit {
   chunk: number;
   similarity: number;
 }
@@ -107,7 +108,7 @@ export async function retrievePassages(
   const segments = openSegments(context, code);
   const lexical = searchable
     ? scoreBm25(
-        { blocks: databases.blocks, df: segments.df },
+        { block: (segment, term) => readBlock(databases, segment, term), df: segments.df },
         segments.views,
         tokenize(query, { stopWords: context.stopWords }),
         { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
@@ -150,8 +151,18 @@ export async function retrievePassages(
   return passages;
 }
 
+/**
+ * A block without copying it: getBinaryFast answers in a shared buffer, valid until the next read
+ * (each block is used up before the next is read) and whose `length`, not its byteLength, is the
+ * value's size.
+ */
+function readBlock(databases: RagDatabases, segment: string, term: string): Uint8Array | undefined {
+  const block = databases.blocks.getBinaryFast(blockKey(segment, term));
+  return block ? block.subarray(0, block.length) : undefined;
+}
+
 /** Ranks by BM25 alone, or by reciprocal rank fusion of both lists; drops results under the threshold. */
-function fuse(lexical: LexicalHit[], vectorHits: VectorHit[], minScore: number): Array<{ chunk: number; score: number }> {
+export function fuse(lexical: LexicalHit[], vectorHits: VectorHit[], minScore: number): Array<{ chunk: number; score: number }> {
   if (vectorHits.length === 0) {
     return lexical.filter((hit) => hit.score >= minScore).map((hit) => ({ chunk: hit.chunk, score: hit.score }));
   }
@@ -176,14 +187,8 @@ function vectorSearch(databases: RagDatabases, query: Float32Array, code: string
   const range = code === undefined ? {} : { start: `${code}\u0000`, end: `${code}\u0001` };
   const best: VectorHit[] = [];
   for (const { key, value } of databases.vectors.getRange(range)) {
-    // A Float32Array view needs 4-byte alignment; LMDB hands out buffers at any offset.
-    const vector =
-      value.byteOffset % 4 === 0
-        ? new Float32Array(value.buffer, value.byteOffset, value.byteLength / 4)
-        : new Float32Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
-    if (vector.length !== query.length) continue;
-    let similarity = 0;
-    for (let index = 0; index < vector.length; index += 1) similarity += vector[index]! * query[index]!;
+    const similarity = cosine(value, query);
+    if (similarity === undefined) continue;
     if (best.length === limit && similarity <= best[best.length - 1]!.similarity) continue;
     const chunk = Number(key.slice(key.indexOf('\u0000') + 1));
     insertSorted(best, { chunk, similarity }, limit);
@@ -191,8 +196,21 @@ function vectorSearch(databases: RagDatabases, query: Float32Array, code: string
   return best;
 }
 
+/** The similarity of a stored unit vector (Float32 bytes) and the query; undefined when their dimensions differ. */
+export function cosine(value: Uint8Array, query: Float32Array): number | undefined {
+  // A Float32Array view needs 4-byte alignment; LMDB hands out buffers at any offset.
+  const vector =
+    value.byteOffset % 4 === 0
+      ? new Float32Array(value.buffer, value.byteOffset, value.byteLength / 4)
+      : new Float32Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
+  if (vector.length !== query.length) return undefined;
+  let similarity = 0;
+  for (let index = 0; index < vector.length; index += 1) similarity += vector[index]! * query[index]!;
+  return similarity;
+}
+
 /** Keeps `list` sorted by similarity (best first) and at most `limit` long. */
-function insertSorted(list: VectorHit[], hit: VectorHit, limit: number): void {
+export function insertSorted(list: VectorHit[], hit: VectorHit, limit: number): void {
   let index = list.length;
   while (index > 0 && list[index - 1]!.similarity < hit.similarity) index -= 1;
   list.splice(index, 0, hit);

@@ -6,7 +6,8 @@
  * is written at once. One write runs at a time per process.
  */
 import { ApiError } from '../errors.js';
-import type { DocumentToWrite, IndexWriter, IngestResult } from './ingestion.js';
+import type { IndexBackend } from './backend.js';
+import type { DocumentToWrite, IngestResult } from './ingestion.js';
 
 /** Documents and chunks written together as one segment, at most. */
 const MAX_SEGMENT_DOCUMENTS = 256;
@@ -29,7 +30,7 @@ export class WriteQueue {
   private closed = false;
 
   constructor(
-    private readonly writer: IndexWriter,
+    private readonly writer: Pick<IndexBackend, 'write'>,
     private readonly yieldBetween: () => Promise<void>,
     /** Called after each segment is written (the merger's cue). */
     private readonly afterWrite: () => void,

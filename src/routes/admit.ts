@@ -125,7 +125,7 @@ export async function admitChat(
     // A body that asks for a stream takes its stream slot now that it is known.
     if (input.stream && !options.stream) release = withStreamSlot(services, release);
     const collection = typeof request.rag === 'object' ? request.rag.collection : undefined;
-    if (collection !== undefined && !services.knowledge.hasCollection(collection)) {
+    if (collection !== undefined && !(await services.knowledge.hasCollection(collection))) {
       // Never a silent empty answer: asking a collection that does not exist is a mistake to name.
       throw new ApiError(
         'not_found',

@@ -30,8 +30,8 @@ function collectionFromQuery(context: HttpContext): string | undefined {
 export function ragRoutes(services: Services): Route[] {
   const knowledge = services.knowledge;
 
-  const requireCollection = (name: string) => {
-    if (!knowledge.hasCollection(name)) throw new ApiError('not_found', `No collection named "${name}".`);
+  const requireCollection = async (name: string) => {
+    if (!(await knowledge.hasCollection(name))) throw new ApiError('not_found', `No collection named "${name}".`);
   };
 
   return [
@@ -51,10 +51,10 @@ export function ragRoutes(services: Services): Route[] {
         await requireAdmin(services, context);
         const collection = collectionFromQuery(context);
         const { limit, after } = pageQuery(context.request.query, DOCUMENT_ID_PATTERN);
-        if (collection !== undefined) requireCollection(collection);
-        const documents = knowledge.list({ collection, limit, after });
+        if (collection !== undefined) await requireCollection(collection);
+        const documents = await knowledge.list({ collection, limit, after });
         const page = nextAfter(documents, limit, (document) => document.document_id);
-        context.json(200, { documents, collections: knowledge.collections(), ...page }, NO_STORE);
+        context.json(200, { documents, collections: await knowledge.collections(), ...page }, NO_STORE);
       },
     },
     {
@@ -63,7 +63,7 @@ export function ragRoutes(services: Services): Route[] {
       handler: async (context) => {
         await requireAdmin(services, context);
         const id = context.request.params.document_id ?? '';
-        const document = DOCUMENT_ID_PATTERN.test(id) ? knowledge.get(id) : undefined;
+        const document = DOCUMENT_ID_PATTERN.test(id) ? await knowledge.get(id) : undefined;
         if (!document) throw new ApiError('not_found', 'No document with this id.');
         context.json(200, document, NO_STORE);
       },
@@ -75,8 +75,8 @@ export function ragRoutes(services: Services): Route[] {
         await requireAdmin(services, context);
         const id = context.request.params.document_id ?? '';
         const collection = collectionFromQuery(context);
-        if (collection !== undefined) requireCollection(collection);
-        if (!DOCUMENT_ID_PATTERN.test(id) || !knowledge.remove(id, collection)) {
+        if (collection !== undefined) await requireCollection(collection);
+        if (!DOCUMENT_ID_PATTERN.test(id) || !(await knowledge.remove(id, collection))) {
           throw new ApiError(
             'not_found',
             collection === undefined ? 'No document with this id.' : `No document with this id in collection "${collection}".`,
@@ -96,8 +96,8 @@ export function ragRoutes(services: Services): Route[] {
             details: [{ path: 'collection', message: 'is required' }],
           });
         }
-        requireCollection(collection);
-        const deleted = knowledge.removeCollection(collection);
+        await requireCollection(collection);
+        const deleted = await knowledge.removeCollection(collection);
         context.json(200, { collection, deleted_documents: deleted }, NO_STORE);
       },
     },
@@ -107,7 +107,7 @@ export function ragRoutes(services: Services): Route[] {
       handler: async (context) => {
         // Names and counts only, so a caller can pick a collection for `rag`; the documents stay admin-only.
         await identify(services, context);
-        context.json(200, { collections: knowledge.collections() }, NO_STORE);
+        context.json(200, { collections: await knowledge.collections() }, NO_STORE);
       },
     },
     {
@@ -116,7 +116,7 @@ export function ragRoutes(services: Services): Route[] {
       handler: async (context) => {
         // Any caller (an anonymous one too, unless keys are required) may read the figures; not quota-counted.
         await identify(services, context);
-        context.json(200, knowledge.stats(), NO_STORE);
+        context.json(200, await knowledge.stats(), NO_STORE);
       },
     },
   ];

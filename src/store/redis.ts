@@ -8,12 +8,18 @@
  * which turns any connection failure into 503 `unavailable`: never free requests, never a 401 or
  * a 500, never a hang. The node recovers by itself when Redis returns.
  */
-import { createClient, type RedisClientType } from 'redis';
+import { RESP_TYPES, createClient, type RedisArgument, type RedisClientType } from 'redis';
 import { ApiError } from '../errors.js';
 import type { Storage, StorageHealth } from './types.js';
 
 /** The Redis client type the stores use (default modules, RESP2). */
 export type RedisClient = RedisClientType;
+
+/** A command argument (string or Buffer). */
+export type { RedisArgument };
+
+/** Command options that answer bulk strings as Buffers (binary values: posting blocks, vectors). */
+export const BINARY_REPLIES = { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } };
 
 export interface RedisStorageOptions {
   url: string;
