@@ -67,7 +67,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     if (local !== storage) await local.close();
   };
   const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
-  const knowledge = createKnowledgeBase(config, local, { logger, metrics });
+  const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
   let search: Services['search'];
   try {
     search = createSearchProvider(config.search, { metrics, logger, retriever: knowledge });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { bootServer, type TestServer } from './helpers/server.js';
+import { bootServer, storageEnv, type TestServer } from './helpers/server.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 
@@ -15,16 +15,12 @@ interface Run {
   stderr: string;
 }
 
-function cli(dataDir: string, ...args: string[]): Promise<Run> {
+async function cli(dataDir: string, ...args: string[]): Promise<Run> {
+  const env = { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir, ...(await storageEnv(dataDir)) };
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: dataDir } },
-      (error, stdout, stderr) => {
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
+    execFile(process.execPath, [CLI, ...args], { env }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
   });
 }
 

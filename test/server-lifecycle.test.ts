@@ -28,7 +28,7 @@ describe('health and metrics', () => {
     assert.match(body.version, /^\d+\.\d+\.\d+/);
     assert.equal(typeof body.uptime_s, 'number');
     assert.equal(body.checks.storage.ok, true);
-    assert.equal(body.checks.storage.engine, 'lmdb');
+    assert.equal(body.checks.storage.engine, process.env.COLLOQUY_TEST_STORAGE === 'redis' ? 'redis' : 'lmdb');
     assert.equal(body.checks.providers['builtin-extractive']?.provider, 'builtin');
     const checks = body.checks as unknown as { images: { provider: string }; search: { provider: string } };
     assert.equal(checks.images.provider, 'builtin');

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { closedPort } from './helpers/ports.js';
-import { bootServer, type TestServer } from './helpers/server.js';
+import { bootServer, storageEnv, type TestServer } from './helpers/server.js';
 
 /** The usage history: a record per counted request, totals by day, model or key, retention, and the CSV export. */
 
@@ -130,7 +130,7 @@ describe('usage history', () => {
       process.execPath,
       [CLI, 'usage', 'export', '--from', '2026-11-19', '--to', '2026-11-22', '--user', 'ada'],
       {
-        env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: server.dataDir },
+        env: { PATH: process.env.PATH ?? '', COLLOQUY_DATA_DIR: server.dataDir, ...(await storageEnv(server.dataDir)) },
       },
     );
     const lines = stdout.trim().split('\n');

@@ -146,7 +146,10 @@ function resolveRag(file: ConfigFile, env: NodeJS.ProcessEnv): Config['rag'] {
   };
 }
 
-/** The storage engine: Redis when COLLOQUY_REDIS_URL or `storage.kind: "redis"` says so, else LMDB. */
+/**
+ * The storage engine: Redis when COLLOQUY_REDIS_URL or `storage.kind: "redis"` says so, else LMDB.
+ * COLLOQUY_REDIS_PREFIX (like `storage.key_prefix`) keeps deployments sharing one Redis apart.
+ */
 function resolveStorage(file: ConfigFile, env: NodeJS.ProcessEnv): StorageConfig {
   const fromFile = file.storage?.kind === 'redis' ? file.storage : undefined;
   const url = env.COLLOQUY_REDIS_URL || fromFile?.url;
@@ -155,7 +158,7 @@ function resolveStorage(file: ConfigFile, env: NodeJS.ProcessEnv): StorageConfig
   return {
     kind: 'redis',
     url,
-    keyPrefix: fromFile?.key_prefix ?? 'colloquy:',
+    keyPrefix: env.COLLOQUY_REDIS_PREFIX ?? fromFile?.key_prefix ?? 'colloquy:',
     commandTimeoutMs: fromFile?.command_timeout_ms ?? 2000,
   };
 }

@@ -19,8 +19,10 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function start_of(length) return now - (now % length) end
+-- Keeps the counter until the window that ends at \`at\` is over (relative to \`now\`, so a test's clock works too).
 local function extend(key, at)
-  if redis.call('PTTL', key) == -1 then redis.call('PEXPIREAT', key, at) else redis.call('PEXPIREAT', key, at, 'GT') end
+  local ttl = math.max(1, at - now)
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, ttl) else redis.call('PEXPIRE', key, ttl, 'GT') end
 end
 `;
 

@@ -84,6 +84,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       { stdio: 'ignore' },
     );
     child = server;
+    // A running redis-server must not keep the test process alive; it is stopped by pid in any case.
+    server.unref();
     await waitForPing(port, server, 10_000);
   };
 

@@ -26,12 +26,20 @@ export function testRedis(): Promise<RedisServer> {
   return sharedRedis;
 }
 
-/** The storage environment of a server on `dataDir`: nothing for LMDB, a Redis URL and prefix under test:redis. */
-async function storageEnv(dataDir: string): Promise<{ env: Record<string, string>; config: ConfigFile; dir: string }> {
-  if (process.env.COLLOQUY_TEST_STORAGE !== 'redis') return { env: {}, config: {}, dir: dataDir };
+/**
+ * The environment that puts a server (or a CLI command) on `dataDir`'s storage: nothing for LMDB;
+ * under test:redis the file's Redis and a prefix of the data directory's own.
+ */
+export async function storageEnv(dataDir: string): Promise<Record<string, string>> {
+  if (process.env.COLLOQUY_TEST_STORAGE !== 'redis') return {};
   const redis = await testRedis();
   const prefix = `t${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}:`;
-  return { env: {}, config: { storage: { kind: 'redis', url: redis.url, key_prefix: prefix } }, dir: redis.dir };
+  return { COLLOQUY_REDIS_URL: redis.url, COLLOQUY_REDIS_PREFIX: prefix };
+}
+
+/** Where the engine's files are: the data directory, or the Redis's directory under test:redis. */
+async function storageDir(dataDir: string): Promise<string> {
+  return process.env.COLLOQUY_TEST_STORAGE === 'redis' ? (await testRedis()).dir : dataDir;
 }
 
 /** Every file under `dir`. */
@@ -67,10 +75,10 @@ export interface BootOptions {
 /** Starts a server for one test file; call `close()` in `after`. */
 export async function bootServer(options: BootOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'colloquy-test-'));
-  const storage = await storageEnv(dataDir);
+  const engineDir = await storageDir(dataDir);
   const config = loadConfig(
-    { HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...storage.env, ...options.env },
-    { ...storage.config, ...options.config },
+    { HOST: '127.0.0.1', PORT: '0', COLLOQUY_DATA_DIR: dataDir, ...(await storageEnv(dataDir)), ...options.env },
+    options.config ?? {},
   );
   const server = await startServer(config, {
     logger: createLogger('silent'),
@@ -82,7 +90,7 @@ export async function bootServer(options: BootOptions = {}): Promise<TestServer>
     ...server,
     dataDir,
     fetch: (path, init) => fetch(server.url + path, init),
-    storageFiles: () => filesUnder(storage.dir),
+    storageFiles: () => filesUnder(engineDir),
     post: (path, body, headers = {}) =>
       fetch(server.url + path, {
         method: 'POST',
