@@ -23,6 +23,8 @@ export interface RedisServer {
   close(): Promise<void>;
   /** SIGKILL at once, synchronously (for a process 'exit' handler); the directory is removed. */
   kill(): void;
+  /** Lets the test process exit while this server runs (then stop it from an 'exit' handler with kill()). */
+  unref(): void;
 }
 
 export interface RedisServerOptions {
@@ -84,8 +86,6 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       { stdio: 'ignore' },
     );
     child = server;
-    // A running redis-server must not keep the test process alive; it is stopped by pid in any case.
-    server.unref();
     await waitForPing(port, server, 10_000);
   };
 
@@ -108,6 +108,9 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     async close() {
       await stop();
       rmSync(dir, { recursive: true, force: true });
+    },
+    unref() {
+      child?.unref();
     },
     kill() {
       child?.kill('SIGKILL');

@@ -20,6 +20,8 @@ let sharedRedis: Promise<RedisServer> | undefined;
 /** The test file's redis-server, started at the first use and stopped when the process exits. */
 export function testRedis(): Promise<RedisServer> {
   sharedRedis ??= startRedisServer().then((redis) => {
+    // Shared by every server of the file: it must not keep the process alive once the tests ended.
+    redis.unref();
     process.once('exit', () => redis.kill());
     return redis;
   });
