@@ -171,13 +171,7 @@ export class IndexWriter {
   /** Writes documents of one collection as one new segment, replacing earlier versions; returns one result per document. */
   async write(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<IngestResult[]> {
     if (documents.length === 0) return [];
-    const collection = (documents[0] as DocumentToWrite).collection;
-    let chunkCount = 0;
-    let postingCount = 0;
-    for (const document of documents) {
-      chunkCount += document.content.texts.length;
-      postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
-    }
+    const { collection, chunkCount, postingCount } = segmentSize(documents);
     const plan = await planSegment(documents, yieldBetween);
     const { segment, firstChunk, code } = this.transaction(() => {
       const code = this.codeFor(collection);
@@ -410,20 +404,7 @@ export class IndexWriter {
       const existing = records.get(document.id);
       if (existing) this.remove(existing, dfChanges);
       const { texts, lengths } = document.content;
-      records.put(document.id, {
-        id: document.id,
-        key: document.key,
-        title: document.title,
-        url: document.url,
-        collection: document.collection,
-        chunks: texts.length,
-        first_chunk: chunk,
-        terms_key: documentTermsKey(segment, document.id),
-        chars: document.content.chars,
-        format: document.format,
-        ...(document.pages !== undefined ? { pages: document.pages } : {}),
-        indexed_at: document.indexedAt ?? now,
-      } satisfies DocumentRecord);
+      records.put(document.id, documentRecord(document, segment, chunk, now));
       byCollection.put(`${document.collection}\u0000${document.id}`, 1);
       for (const value of lengths) addedLength += value;
       addedChunks += texts.length;
@@ -462,4 +443,33 @@ export class IndexWriter {
     this.databases.meta.put(name, value);
     return value;
   }
+}
+
+/** The stored record of a document whose chunks start at `firstChunk` in `segment` (both engines). */
+export function documentRecord(document: DocumentToWrite, segment: string, firstChunk: number, now: string): DocumentRecord {
+  return {
+    id: document.id,
+    key: document.key,
+    title: document.title,
+    url: document.url,
+    collection: document.collection,
+    chunks: document.content.texts.length,
+    first_chunk: firstChunk,
+    terms_key: documentTermsKey(segment, document.id),
+    chars: document.content.chars,
+    format: document.format,
+    ...(document.pages !== undefined ? { pages: document.pages } : {}),
+    indexed_at: document.indexedAt ?? now,
+  };
+}
+
+/** What a segment of these documents (one collection, at least one document) holds. */
+export function segmentSize(documents: readonly DocumentToWrite[]): { collection: string; chunkCount: number; postingCount: number } {
+  let chunkCount = 0;
+  let postingCount = 0;
+  for (const document of documents) {
+    chunkCount += document.content.texts.length;
+    postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
+  }
+  return { collection: (documents[0] as DocumentToWrite).collection, chunkCount, postingCount };
 }

@@ -33,7 +33,6 @@ import type { RedisStorage } from '../store/redis.js';
 import type { BackendOptions, ExportedChunk, ExportedDocument, IndexBackend, IndexFigures } from './backend.js';
 import { betterHit, scoreChunks, scoredTerms, type LexicalHit } from './bm25.js';
 import {
-  chunkIdFor,
   documentTermsKey,
   vectorKey,
   type ChunkRecord,
@@ -41,14 +40,13 @@ import {
   type DocumentRecord,
   type DocumentTerms,
 } from './index-store.js';
-import { planSegment, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
+import { documentRecord, planSegment, segmentSize, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
 import { termBlock } from './postings.js';
 import type { ChunkOptions } from './prepare.js';
 import { RedisMerger } from './redis-merge.js';
 import { RedisCommands } from './redis-commands.js';
 import { ALLOCATE, PUBLISH, REMOVE, SNAPSHOT } from './redis-scripts.js';
-import { cosine, fuse, insertSorted, type VectorHit } from './retrieval.js';
-import { round } from './round.js';
+import { cosine, fuse, insertSorted, passageOf, type VectorHit } from './retrieval.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
 
@@ -92,13 +90,7 @@ export class RedisIndex implements IndexBackend {
 
   async write(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<IngestResult[]> {
     if (documents.length === 0) return [];
-    const collection = (documents[0] as DocumentToWrite).collection;
-    let chunkCount = 0;
-    let postingCount = 0;
-    for (const document of documents) {
-      chunkCount += document.content.texts.length;
-      postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
-    }
+    const { collection, chunkCount, postingCount } = segmentSize(documents);
     const building = {
       state: 'building',
       origin: 'ingest',
@@ -187,20 +179,7 @@ export class RedisIndex implements IndexBackend {
     const records = documents.map((document) => {
       const { texts, lengths } = document.content;
       for (const value of lengths) addedLength += value;
-      const record: DocumentRecord = {
-        id: document.id,
-        key: document.key,
-        title: document.title,
-        url: document.url,
-        collection: document.collection,
-        chunks: texts.length,
-        first_chunk: chunk,
-        terms_key: documentTermsKey(segment, document.id),
-        chars: document.content.chars,
-        format: document.format,
-        ...(document.pages !== undefined ? { pages: document.pages } : {}),
-        indexed_at: document.indexedAt ?? now,
-      };
+      const record = documentRecord(document, segment, chunk, now);
       chunk += texts.length;
       return JSON.stringify(record);
     });
@@ -407,15 +386,7 @@ export class RedisIndex implements IndexBackend {
       const chunk = records.get(hit.chunk);
       const document = chunk && documents.get(chunk.document_id);
       if (!chunk || !document) continue;
-      passages.push({
-        documentId: document.id,
-        chunkId: chunkIdFor(document.id, chunk.ordinal),
-        title: document.title,
-        url: document.url,
-        text: chunk.text,
-        score: round(hit.score, 6),
-        ...(chunk.page !== undefined ? { page: chunk.page } : {}),
-      });
+      passages.push(passageOf(document, chunk, hit.score));
     }
     return passages;
   }

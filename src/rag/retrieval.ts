@@ -138,17 +138,26 @@ export async function retrievePassages(
     if (!titles.has(chunk.document_id)) titles.set(chunk.document_id, databases.documents.get(chunk.document_id));
     const document = titles.get(chunk.document_id);
     if (!document) continue;
-    passages.push({
-      documentId: document.id,
-      chunkId: chunkIdFor(document.id, chunk.ordinal),
-      title: document.title,
-      url: document.url,
-      text: chunk.text,
-      score: round(hit.score, 6),
-      ...(chunk.page !== undefined ? { page: chunk.page } : {}),
-    });
+    passages.push(passageOf(document, chunk, hit.score));
   }
   return passages;
+}
+
+/** A ranked chunk as a passage (both engines). */
+export function passageOf(
+  document: Pick<DocumentRecord, 'id' | 'title' | 'url'>,
+  chunk: { text: string; ordinal: number; page?: number | undefined },
+  score: number,
+): Passage {
+  return {
+    documentId: document.id,
+    chunkId: chunkIdFor(document.id, chunk.ordinal),
+    title: document.title,
+    url: document.url,
+    text: chunk.text,
+    score: round(score, 6),
+    ...(chunk.page !== undefined ? { page: chunk.page } : {}),
+  };
 }
 
 /**
