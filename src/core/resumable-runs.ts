@@ -294,20 +294,20 @@ export class ResumableRuns {
       // One look at a time: a slow storage never piles the looks up.
       if (polling || this.runs.size === 0) return;
       polling = true;
-      void Promise.all([...this.runs.values()].map((run) => this.pollCancel(run))).finally(() => {
+      void this.pollCancels().finally(() => {
         polling = false;
       });
     }, 250);
     this.canceller.unref();
   }
 
-  /** Stops the run when a cancel for it was recorded in its log (by any process). */
-  private async pollCancel(run: ResumableRun): Promise<void> {
+  /** Stops the runs a cancel was recorded for in their logs (by any process). */
+  private async pollCancels(): Promise<void> {
     try {
-      if ((await this.log.metaOf(run.id))?.cancel_requested) run.stop(new Cancelled());
+      for (const streamId of await this.log.cancelsRequested([...this.runs.keys()])) this.runs.get(streamId)?.stop(new Cancelled());
     } catch (error) {
       // Storage away for a moment: the next look tries again.
-      this.logger?.debug({ err: error, stream: run.id }, 'looking for a cancel failed');
+      this.logger?.debug({ err: error }, 'looking for cancels failed');
     }
   }
 

@@ -69,6 +69,10 @@ export class LmdbStreamLog implements StreamLogStore {
     return this.meta.get(streamId);
   }
 
+  async cancelsRequested(streamIds: readonly string[]): Promise<string[]> {
+    return streamIds.filter((streamId) => this.meta.get(streamId)?.cancel_requested === true);
+  }
+
   /** The kept events after `afterSeq`, oldest first. */
   *after(streamId: string, afterSeq: number): Generator<LoggedEvent> {
     for (const { key, value } of this.events.getRange({ start: [streamId, afterSeq + 1], end: [streamId, Number.MAX_SAFE_INTEGER] })) {

@@ -177,6 +177,15 @@ export class RedisStreamLog implements StreamLogStore {
     };
   }
 
+  async cancelsRequested(streamIds: readonly string[]): Promise<string[]> {
+    if (streamIds.length === 0) return [];
+    // Sent together: node-redis writes the commands of one tick as one pipeline.
+    const flags = await this.storage.call((client) =>
+      Promise.all(streamIds.map((streamId) => client.hGet(this.keys(streamId)[0], 'cancel_requested'))),
+    );
+    return streamIds.filter((_, index) => flags[index] === '1');
+  }
+
   async *after(streamId: string, afterSeq: number): AsyncGenerator<LoggedEvent> {
     const [meta, events] = this.keys(streamId);
     let cursor = afterSeq;

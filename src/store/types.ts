@@ -255,6 +255,8 @@ export interface StreamLogStore {
   requestCancel(streamId: string): Promise<boolean>;
   /** The stream's meta, or undefined. */
   metaOf(streamId: string): Promise<StreamMeta | undefined>;
+  /** Which of these streams a cancel was requested for (one look for every run of a process). */
+  cancelsRequested(streamIds: readonly string[]): Promise<string[]>;
   /** The kept events after `afterSeq`, oldest first. */
   after(streamId: string, afterSeq: number): Iterable<LoggedEvent> | AsyncIterable<LoggedEvent>;
   /** Tells the engine these logs are still being written by a live process (they are not swept). */
