@@ -7,7 +7,7 @@ import { createQuotaService, type QuotaServiceWithStatus } from './quota/service
 import type { LmdbStorage } from './store/lmdb.js';
 import { storesOn } from './store/open.js';
 import type { RedisStorage } from './store/redis.js';
-import type { ApiKeyStore, QuotaCounterStore, SessionStore, UsageStore, UserStore } from './store/types.js';
+import type { ApiKeyStore, QuotaCounterStore, SessionStore, StreamLogStore, UsageStore, UserStore } from './store/types.js';
 
 export interface IdentityServices {
   auth: Authenticator;
@@ -17,6 +17,8 @@ export interface IdentityServices {
   apiKeys: ApiKeyStore;
   /** Where the usage history is kept (the same engine). */
   usageStore: UsageStore;
+  /** The logs of resumable streams (the same engine). */
+  streamLog: StreamLogStore;
 }
 
 /** Builds auth, quota, sessions, users and keys on the given storage. */
@@ -26,7 +28,7 @@ export function createIdentityServices(
   clock?: Clock,
   wrapCounters: (counters: QuotaCounterStore) => QuotaCounterStore = (counters) => counters,
 ): IdentityServices {
-  const { users, apiKeys, counters, sessions, usage } = storesOn(storage, config.sessionMaxTurns, clock);
+  const { users, apiKeys, counters, sessions, usage, streamLog } = storesOn(storage, config, clock);
   return {
     auth: createAuthenticator(config, users, apiKeys, clock),
     quota: createQuotaService(config, wrapCounters(counters), clock),
@@ -34,5 +36,6 @@ export function createIdentityServices(
     users,
     apiKeys,
     usageStore: usage,
+    streamLog,
   };
 }

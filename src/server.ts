@@ -18,9 +18,7 @@ import type { Services } from './services.js';
 import { recordUpstreamCalls } from './upstream/observer.js';
 import { ReachabilityProbe } from './upstream/reachability.js';
 import { UpstreamClient } from './upstream/stream-call.js';
-import { LmdbStorage } from './store/lmdb.js';
 import { openStorage } from './store/open.js';
-import { LmdbStreamLog } from './store/lmdb-stream-log.js';
 import { ResumableRuns } from './core/resumable-runs.js';
 import { UsageLog } from './quota/usage.js';
 import type { QuotaCounterStore } from './store/types.js';
@@ -60,12 +58,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     observer: upstreamCalls,
   });
   const storage = await openStorage(config, logger);
-  // Resumable stream logs are kept by each node in its own data directory.
-  const local = storage instanceof LmdbStorage ? storage : new LmdbStorage(config.dataDir);
-  const closeStorage = async () => {
-    await storage.close();
-    if (local !== storage) await local.close();
-  };
+  const closeStorage = () => storage.close();
   const identity = createIdentityServices(config, storage, options.clock, options.wrapQuotaCounters);
   const knowledge = createKnowledgeBase(config, storage, { logger, metrics });
   let search: Services['search'];
@@ -99,7 +92,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     ),
     streams: new StreamSlots(config.maxStreams),
     resumable: new ResumableRuns(
-      new LmdbStreamLog(local, config.resumable.maxBytes),
+      identity.streamLog,
       {
         maxBytes: config.resumable.maxBytes,
         ttlMs: config.resumable.ttlSeconds * 1000,

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { ServerShutdown } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { LmdbStreamLog, LoggedEvent, StreamMeta } from '../store/lmdb-stream-log.js';
+import type { LoggedEvent, StreamLogStore, StreamMeta } from '../store/types.js';
 
 /** One event as followers read it, with what the NDJSON `result` line needs at `done`. */
 export interface StreamEntry {
@@ -242,7 +242,7 @@ export class ResumableRuns {
   private canceller: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly log: LmdbStreamLog,
+    readonly log: StreamLogStore,
     readonly options: { maxBytes: number; ttlMs: number; detachedTimeoutMs: number },
     readonly logger?: Logger,
     readonly observer?: RunObserver,
@@ -264,8 +264,8 @@ export class ResumableRuns {
   }
 
   /** The stream as `owner` may see it: undefined for unknown, someone else's, or expired. */
-  visible(streamId: string, owner: string, now: number): StreamMeta | undefined {
-    const meta = this.log.metaOf(streamId);
+  async visible(streamId: string, owner: string, now: number): Promise<StreamMeta | undefined> {
+    const meta = await this.log.metaOf(streamId);
     if (!meta || meta.owner !== owner) return undefined;
     if (meta.ended_at !== null && now - meta.ended_at > this.options.ttlMs) return undefined;
     return meta;
@@ -276,19 +276,39 @@ export class ResumableRuns {
     this.observer?.closed(outcome, run.wasDetached);
   }
 
-  /** Removes expired logs every minute, and stops runs whose cancel reached another process (timers do not hold the process). */
+  /**
+   * Every minute keeps this process's logs alive and removes expired ones; every quarter of a second
+   * stops the runs whose cancel reached another process (timers do not hold the process).
+   */
   startSweeping(): void {
     const sweep = () => {
       this.log
-        .sweep(Date.now() - this.options.ttlMs)
+        .keepAlive([...this.runs.keys()])
+        .then(() => this.log.sweep(Date.now() - this.options.ttlMs))
         .catch((error: unknown) => this.logger?.error({ err: error }, 'sweeping stream logs failed'));
     };
     this.sweeper = setInterval(sweep, 60_000);
     this.sweeper.unref();
+    let polling = false;
     this.canceller = setInterval(() => {
-      for (const run of this.runs.values()) if (this.log.metaOf(run.id)?.cancel_requested) run.stop(new Cancelled());
+      // One look at a time: a slow storage never piles the looks up.
+      if (polling || this.runs.size === 0) return;
+      polling = true;
+      void this.pollCancels().finally(() => {
+        polling = false;
+      });
     }, 250);
     this.canceller.unref();
+  }
+
+  /** Stops the runs a cancel was recorded for in their logs (by any process). */
+  private async pollCancels(): Promise<void> {
+    try {
+      for (const streamId of await this.log.cancelsRequested([...this.runs.keys()])) this.runs.get(streamId)?.stop(new Cancelled());
+    } catch (error) {
+      // Storage away for a moment: the next look tries again.
+      this.logger?.debug({ err: error }, 'looking for cancels failed');
+    }
   }
 
   /** Ends every run (shutdown): each stores its partial answer and tells its followers. */

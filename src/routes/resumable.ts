@@ -8,7 +8,7 @@
 import { Cancelled, type ResumableRun, type StreamEntry } from '../core/resumable-runs.js';
 import type { HttpContext, ResponseStream, Route } from '../http/types.js';
 import type { Services } from '../services.js';
-import type { StreamMeta } from '../store/lmdb-stream-log.js';
+import type { StreamMeta } from '../store/types.js';
 import type { AdmittedChat } from './admit.js';
 import { NdjsonEncoder, SseEncoder } from './chat-encoders.js';
 import type { ChatReplies } from './chat-replies.js';
@@ -61,7 +61,9 @@ async function entriesAfter(services: Services, streamId: string, run: Resumable
   if (inMemory) return inMemory;
   // What memory no longer holds was written to the log (or is being written now).
   await run?.flushNow();
-  return [...services.resumable.log.after(streamId, seq)].map((logged) => parseEntry(logged.json));
+  const entries: StreamEntry[] = [];
+  for await (const logged of services.resumable.log.after(streamId, seq)) entries.push(parseEntry(logged.json));
+  return entries;
 }
 
 /**
@@ -113,7 +115,7 @@ async function follow(
         continue;
       }
       // The generation runs in another process (or ended): read its log until it ends.
-      const current = services.resumable.log.metaOf(streamId);
+      const current = await services.resumable.log.metaOf(streamId);
       if (!current || (current.ended_at !== null && current.last_seq <= cursor)) return;
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
       run = services.resumable.live(streamId);
@@ -149,7 +151,7 @@ export async function serveResumable(
   services.metrics.activeStreams.inc();
   try {
     if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) return;
-    const meta = services.resumable.log.metaOf(run.id) ?? { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
+    const meta = (await services.resumable.log.metaOf(run.id)) ?? { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
     await follow(services, stream, run.id, surface, 0, meta);
   } finally {
     services.metrics.activeStreams.dec();
@@ -173,7 +175,7 @@ export function resumableRoutes(services: Services): Route[] {
     const caller = await identify(services, context);
     const streamId = context.request.params.stream_id ?? '';
     if (!STREAM_ID.test(streamId)) return undefined;
-    const meta = services.resumable.visible(streamId, caller.id, Date.now());
+    const meta = await services.resumable.visible(streamId, caller.id, Date.now());
     return meta ? { streamId, meta } : undefined;
   };
 

@@ -6,29 +6,12 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
+import type { LoggedEvent, StreamLogStore, StreamMeta } from './types.js';
 
-/** What is known of one resumable stream. */
-export interface StreamMeta {
-  owner: string;
-  /** The oldest sequence number still kept (1 before anything was dropped). */
-  first_seq: number;
-  /** The newest sequence number written (0: none yet). */
-  last_seq: number;
-  bytes: number;
-  /** Epoch ms when the generation ended; null while it runs. */
-  ended_at: number | null;
-  /** Set by a cancel that reached another process; the process running it stops it. */
-  cancel_requested?: boolean;
-}
-
-/** One logged event: its JSON text as written, with its sequence number. */
-export interface LoggedEvent {
-  seq: number;
-  json: string;
-}
+export type { LoggedEvent, StreamMeta };
 
 /** The LMDB-backed stream logs. */
-export class LmdbStreamLog {
+export class LmdbStreamLog implements StreamLogStore {
   private readonly meta: Database<StreamMeta, string>;
   private readonly events: Database<string, [string, number]>;
 
@@ -82,8 +65,12 @@ export class LmdbStreamLog {
   }
 
   /** The stream's meta, or undefined. */
-  metaOf(streamId: string): StreamMeta | undefined {
+  async metaOf(streamId: string): Promise<StreamMeta | undefined> {
     return this.meta.get(streamId);
+  }
+
+  async cancelsRequested(streamIds: readonly string[]): Promise<string[]> {
+    return streamIds.filter((streamId) => this.meta.get(streamId)?.cancel_requested === true);
   }
 
   /** The kept events after `afterSeq`, oldest first. */
@@ -92,6 +79,9 @@ export class LmdbStreamLog {
       yield { seq: key[1], json: value };
     }
   }
+
+  /** Nothing to do: a process on this data directory ends its logs or is the one sweeping them. */
+  async keepAlive(_streamIds: readonly string[]): Promise<void> {}
 
   /** Removes the logs that ended before `before` (epoch ms); at most `limit` per call. */
   async sweep(before: number, limit = 1000): Promise<number> {

@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js';
 import { LmdbApiKeyStore } from './lmdb-keys.js';
 import { LmdbQuotaCounters } from './lmdb-quota.js';
 import { LmdbSessionStore } from './lmdb-sessions.js';
+import { LmdbStreamLog } from './lmdb-stream-log.js';
 import { LmdbUsageStore } from './lmdb-usage.js';
 import { LmdbUserStore } from './lmdb-users.js';
 import { LmdbStorage } from './lmdb.js';
@@ -15,10 +16,11 @@ import { SharedRecordCache } from './redis-cache.js';
 import { RedisApiKeyStore } from './redis-keys.js';
 import { RedisQuotaCounters } from './redis-quota.js';
 import { RedisSessionStore } from './redis-sessions.js';
+import { RedisStreamLog } from './redis-stream-log.js';
 import { RedisUsageStore } from './redis-usage.js';
 import { RedisUserStore } from './redis-users.js';
 import { RedisStorage } from './redis.js';
-import type { ApiKeyStore, QuotaCounterStore, SessionStore, UsageStore, UserStore } from './types.js';
+import type { ApiKeyStore, QuotaCounterStore, SessionStore, StreamLogStore, UsageStore, UserStore } from './types.js';
 
 /** One engine with every store the service keeps on it. */
 export interface OpenedStorage {
@@ -28,11 +30,20 @@ export interface OpenedStorage {
   counters: QuotaCounterStore;
   sessions: SessionStore;
   usage: UsageStore;
+  /** The logs of resumable streams. */
+  streamLog: StreamLogStore;
+}
+
+/** What the stores are bounded by (a config has it all). */
+export interface StoreLimits {
+  sessionMaxTurns: number;
+  resumable: { maxBytes: number; ttlSeconds: number };
 }
 
 /** The stores of an engine already open. */
 /** `clock`: a test's clock for quota windows (Redis otherwise uses its own TIME). */
-export function storesOn(storage: LmdbStorage | RedisStorage, sessionMaxTurns: number, clock?: () => number): OpenedStorage {
+export function storesOn(storage: LmdbStorage | RedisStorage, limits: StoreLimits, clock?: () => number): OpenedStorage {
+  const { sessionMaxTurns, resumable } = limits;
   if (storage instanceof RedisStorage) {
     const cache = new SharedRecordCache(storage);
     return {
@@ -42,6 +53,7 @@ export function storesOn(storage: LmdbStorage | RedisStorage, sessionMaxTurns: n
       counters: new RedisQuotaCounters(storage, clock),
       sessions: new RedisSessionStore(storage, sessionMaxTurns),
       usage: new RedisUsageStore(storage),
+      streamLog: new RedisStreamLog(storage, { maxBytes: resumable.maxBytes, ttlMs: resumable.ttlSeconds * 1000 }),
     };
   }
   return {
@@ -51,6 +63,7 @@ export function storesOn(storage: LmdbStorage | RedisStorage, sessionMaxTurns: n
     counters: new LmdbQuotaCounters(storage),
     sessions: new LmdbSessionStore(storage, sessionMaxTurns),
     usage: new LmdbUsageStore(storage),
+    streamLog: new LmdbStreamLog(storage, resumable.maxBytes),
   };
 }
 

@@ -217,3 +217,54 @@ export interface WindowUse {
   /** The window it was read in (epoch ms). */
   windowStart: number;
 }
+
+/** What is known of one resumable stream. */
+export interface StreamMeta {
+  owner: string;
+  /** The oldest sequence number still kept (1 before anything was dropped). */
+  first_seq: number;
+  /** The newest sequence number written (0: none yet). */
+  last_seq: number;
+  bytes: number;
+  /** Epoch ms when the generation ended; null while it runs. */
+  ended_at: number | null;
+  /** Set by a cancel that reached another process; the process running it stops it. */
+  cancel_requested?: boolean;
+}
+
+/** One logged event: its JSON text as written, with its sequence number. */
+export interface LoggedEvent {
+  seq: number;
+  json: string;
+}
+
+/**
+ * The event logs of resumable streams, on the configured engine so that any process sharing it can
+ * resume (and cancel) a stream another one runs. Each log keeps at most the engine's byte bound:
+ * past it the oldest events go and `first_seq` moves up. Ended logs go after their TTL.
+ */
+export interface StreamLogStore {
+  /** Starts a log. */
+  create(streamId: string, owner: string): Promise<void>;
+  /**
+   * Appends events (in order) and drops the oldest past the byte bound, atomically; with `endedAt`
+   * marks the log ended in the same step. The meta after it, or undefined for an unknown log.
+   */
+  append(streamId: string, entries: readonly LoggedEvent[], endedAt?: number): Promise<StreamMeta | undefined>;
+  /** Asks the process running the stream to stop it; false when it already ended or is unknown. */
+  requestCancel(streamId: string): Promise<boolean>;
+  /** The stream's meta, or undefined. */
+  metaOf(streamId: string): Promise<StreamMeta | undefined>;
+  /** Which of these streams a cancel was requested for (one look for every run of a process). */
+  cancelsRequested(streamIds: readonly string[]): Promise<string[]>;
+  /** The kept events after `afterSeq`, oldest first. */
+  after(streamId: string, afterSeq: number): Iterable<LoggedEvent> | AsyncIterable<LoggedEvent>;
+  /** Tells the engine these logs are still being written by a live process (they are not swept). */
+  keepAlive(streamIds: readonly string[]): Promise<void>;
+  /**
+   * Removes the logs that ended before `before` (epoch ms); an engine shared by many nodes also
+   * removes logs whose process went away before ending them. At most `limit` per call; resolves to
+   * how many went.
+   */
+  sweep(before: number, limit?: number): Promise<number>;
+}
