@@ -18,16 +18,28 @@ import { RedisSessionStore } from './redis-sessions.js';
 import { RedisUsageStore } from './redis-usage.js';
 import { RedisUserStore } from './redis-users.js';
 import { RedisStorage } from './redis.js';
-import type { ApiKeyStore, QuotaCounterStore, SessionStore, UsageStore, UserStore } from './types.js';
+import type {
+  ApiKeyRecord,
+  ApiKeyStore,
+  CounterRecord,
+  ExportedSession,
+  QuotaCounterStore,
+  RecordTransfer,
+  SessionStore,
+  UsageRecord,
+  UsageStore,
+  UserRecord,
+  UserStore,
+} from './types.js';
 
-/** One engine with every store the service keeps on it. */
+/** One engine with every store the service keeps on it (each can export and import its records). */
 export interface OpenedStorage {
   storage: LmdbStorage | RedisStorage;
-  users: UserStore;
-  apiKeys: ApiKeyStore;
-  counters: QuotaCounterStore;
-  sessions: SessionStore;
-  usage: UsageStore;
+  users: UserStore & RecordTransfer<UserRecord>;
+  apiKeys: ApiKeyStore & RecordTransfer<ApiKeyRecord>;
+  counters: QuotaCounterStore & RecordTransfer<CounterRecord>;
+  sessions: SessionStore & RecordTransfer<ExportedSession>;
+  usage: UsageStore & RecordTransfer<UsageRecord>;
 }
 
 /** The stores of an engine already open. */
