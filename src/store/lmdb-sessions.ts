@@ -117,7 +117,7 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     await this.meta.transaction(() => {
       const old = this.meta.get([owner, sessionId]);
       if (old) for (let seq = old.first; seq < old.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
-      session.messages.forEach((turn, index) => this.messages.put([owner, sessionId, first + index], turn));
+      for (const [index, turn] of session.messages.entries()) this.messages.put([owner, sessionId, first + index], turn);
       this.meta.put([owner, sessionId], { created: session.created, updated: session.updated, first, next });
     });
   }
