@@ -173,13 +173,7 @@ describe('storage copy', () => {
   });
 
   after(async () => {
-    // The redis-server child does not hold the event loop open: a timer does, until its exit is seen.
-    const hold = setInterval(() => undefined, 1000);
-    try {
-      await redis?.close();
-    } finally {
-      clearInterval(hold);
-    }
+    await redis?.close();
     rmSync(scratch, { recursive: true, force: true });
   });
 

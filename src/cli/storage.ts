@@ -9,7 +9,6 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../config/index.js';
-import { ApiError } from '../errors.js';
 import { createKnowledgeBase } from '../rag/create.js';
 import type { KnowledgeBase } from '../rag/knowledge-base.js';
 import { LmdbStorage } from '../store/lmdb.js';
@@ -206,7 +205,7 @@ async function copyAll(source: OpenedSide, target: OpenedSide, json: boolean): P
 }
 
 function failureMessage(error: unknown): string {
-  return error instanceof ApiError || error instanceof Error ? error.message : String(error);
+  return error instanceof Error ? error.message : String(error);
 }
 
 async function copy(from: Endpoint, to: Endpoint, force: boolean, json: boolean): Promise<number> {
