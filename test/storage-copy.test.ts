@@ -254,6 +254,9 @@ describe('storage copy', () => {
     const missing = await cli(['storage', 'copy', '--from', join(scratch, 'nowhere'), '--to', join(scratch, 'elsewhere')]);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /the source data directory .*nowhere does not exist/);
+    const empty = await cli(['storage', 'copy', '--from', redis.url, '--from-prefix', 'nothing-here:', '--to', join(scratch, 'empty')]);
+    assert.equal(empty.code, 0, empty.stderr);
+    assert.match(empty.stderr, /note: the source redis:.* \(prefix "nothing-here:"\) holds no records/);
     const usage = await cli(['storage', 'copy', '--from', source]);
     assert.equal(usage.code, 2);
   });

@@ -227,6 +227,9 @@ async function copy(from: Endpoint, to: Endpoint, force: boolean, json: boolean)
       const summary = [...counts].map(([name, count]) => counted(count, name)).join(', ');
       process.stdout.write(`copied ${summary} from ${from.label} to ${to.label}\n`);
     }
+    // An empty source is most often a mistyped prefix or directory: say so, without failing.
+    if ([...counts.values()].every((count) => count === 0))
+      process.stderr.write(`colloquy: note: the source ${from.label} holds no records\n`);
     return 0;
   } catch (error) {
     if (error instanceof CommandError || error instanceof UsageError) throw error;
