@@ -6,6 +6,7 @@ import { runKeys } from './cli/keys.js';
 import { runQuota } from './cli/quota.js';
 import { runRag } from './cli/rag.js';
 import { serve } from './cli/serve.js';
+import { runStorage } from './cli/storage.js';
 import { runUsage } from './cli/usage.js';
 import { runUsers } from './cli/users.js';
 
@@ -18,6 +19,7 @@ commands:
   quota            show USER: quota used in the current window
   rag              add FILE...|list|delete|stats: the knowledge base (.txt, .md, .html)
   usage            export [--from] [--to] [--user]: the usage history as CSV
+  storage          copy --from SOURCE --to TARGET: everything stored, between data directories and Redis
 
 Data commands take --json for machine-readable output and exit 0 on success, 1 when the operation
 fails (no such user, already exists), 2 on a usage mistake, 78 on a configuration error.
@@ -41,6 +43,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
         return await runRag(argv.slice(1));
       case 'usage':
         return await runUsage(argv.slice(1));
+      case 'storage':
+        return await runStorage(argv.slice(1));
       case undefined:
       case 'help':
       case '--help':

@@ -4,8 +4,9 @@
  * range read.
  */
 import type { Database } from 'lmdb';
-import type { ApiKeyRecord, ApiKeyStore } from './types.js';
+import type { ApiKeyRecord, ApiKeyStore, RecordTransfer } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
+import { entriesInPages } from './lmdb-pages.js';
 
 interface StoredKey {
   key_id: string;
@@ -29,8 +30,17 @@ function fromStored(stored: StoredKey): ApiKeyRecord {
   };
 }
 
+/** A record as stored: fields that are unset are left out. */
+function toStored(record: ApiKeyRecord): StoredKey {
+  const stored: StoredKey = { key_id: record.key_id, user_id: record.user_id, hash: record.hash, created: record.created };
+  if (record.name !== undefined) stored.name = record.name;
+  if (record.last_used !== undefined) stored.last_used = record.last_used;
+  if (record.revoked_at !== undefined) stored.revoked_at = record.revoked_at;
+  return stored;
+}
+
 /** The LMDB-backed key store. */
-export class LmdbApiKeyStore implements ApiKeyStore {
+export class LmdbApiKeyStore implements ApiKeyStore, RecordTransfer<ApiKeyRecord> {
   private readonly keys: Database<StoredKey, string>;
   private readonly byUser: Database<number, [string, string]>;
 
@@ -79,5 +89,16 @@ export class LmdbApiKeyStore implements ApiKeyStore {
         if (stored && (stored.last_used === undefined || stored.last_used < at)) this.keys.put(keyId, { ...stored, last_used: at });
       })
       .catch(() => undefined);
+  }
+
+  async *exportRecords(): AsyncGenerator<ApiKeyRecord> {
+    for await (const { value } of entriesInPages(this.keys)) yield fromStored(value);
+  }
+
+  async importRecord(record: ApiKeyRecord): Promise<void> {
+    await this.keys.transaction(() => {
+      this.keys.put(record.key_id, toStored(record));
+      this.byUser.put([record.user_id, record.key_id], 1);
+    });
   }
 }

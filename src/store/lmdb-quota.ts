@@ -5,7 +5,8 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
-import type { CounterTake, CounterWindow, QuotaCounterStore, TokenTake, WindowUse } from './types.js';
+import { entriesInPages } from './lmdb-pages.js';
+import type { CounterRecord, CounterTake, CounterWindow, QuotaCounterStore, RecordTransfer, TokenTake, WindowUse } from './types.js';
 
 interface Counter {
   window_start: number;
@@ -21,7 +22,7 @@ function tokensIn(counter: Counter | undefined, windowStart: number): number {
 }
 
 /** The LMDB-backed quota counters. */
-export class LmdbQuotaCounters implements QuotaCounterStore {
+export class LmdbQuotaCounters implements QuotaCounterStore, RecordTransfer<CounterRecord> {
   private readonly db: Database<Counter, string>;
 
   constructor(storage: LmdbStorage) {
@@ -101,5 +102,18 @@ export class LmdbQuotaCounters implements QuotaCounterStore {
 
   async tokensUsed(subject: string, window: CounterWindow): Promise<WindowUse> {
     return { used: tokensIn(this.db.get(subject), window.start), windowStart: window.start };
+  }
+
+  async *exportRecords(): AsyncGenerator<CounterRecord> {
+    for await (const { key, value } of entriesInPages(this.db)) yield { subject: key, ...value };
+  }
+
+  async importRecord(record: CounterRecord): Promise<void> {
+    const counter: Counter = { window_start: record.window_start, used: record.used };
+    if (record.tokens_window_start !== undefined) {
+      counter.tokens_window_start = record.tokens_window_start;
+      counter.tokens_used = record.tokens_used ?? 0;
+    }
+    await this.db.put(record.subject, counter);
   }
 }

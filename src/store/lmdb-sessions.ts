@@ -6,7 +6,8 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
-import type { SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
+import { entriesInPages } from './lmdb-pages.js';
+import type { ExportedSession, RecordTransfer, SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
 
 interface SessionMeta {
   created: string;
@@ -24,7 +25,7 @@ type MessageKey = [string, string, number];
 const LIST_SCAN_LIMIT = 1000;
 
 /** The LMDB-backed session store; keeps at most `maxTurns` turns per session (oldest dropped first). */
-export class LmdbSessionStore implements SessionStore {
+export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSession> {
   private readonly meta: Database<SessionMeta, MetaKey>;
   private readonly messages: Database<SessionMessage, MessageKey>;
 
@@ -94,5 +95,30 @@ export class LmdbSessionStore implements SessionStore {
     }
     summaries.sort((a, b) => (a.updated < b.updated ? 1 : a.updated > b.updated ? -1 : 0));
     return summaries.slice(0, limit);
+  }
+
+  /** Every owner's sessions in [owner, id] order, each with all its kept turns. */
+  async *exportRecords(): AsyncGenerator<ExportedSession> {
+    for await (const { key, value } of entriesInPages(this.meta)) {
+      const [owner, sessionId] = key;
+      const messages: SessionMessage[] = [];
+      for (const turn of this.messages.getRange({ start: [owner, sessionId, value.first], end: [owner, sessionId, value.next] })) {
+        messages.push(turn.value);
+      }
+      const { created, updated, first, next } = value;
+      yield { owner, session_id: sessionId, created, updated, first, next, messages };
+    }
+  }
+
+  /** Replaces the session with the exported one: the same meta, its turns numbered up to `next`. */
+  async importRecord(session: ExportedSession): Promise<void> {
+    const { owner, session_id: sessionId, next } = session;
+    const first = next - session.messages.length;
+    await this.meta.transaction(() => {
+      const old = this.meta.get([owner, sessionId]);
+      if (old) for (let seq = old.first; seq < old.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
+      for (const [index, turn] of session.messages.entries()) this.messages.put([owner, sessionId, first + index], turn);
+      this.meta.put([owner, sessionId], { created: session.created, updated: session.updated, first, next });
+    });
   }
 }

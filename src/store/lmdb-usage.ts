@@ -6,14 +6,15 @@
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
-import { USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from './types.js';
+import { entriesInPages } from './lmdb-pages.js';
+import { type RecordTransfer, USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from './types.js';
 
 type UsageKey = [string, number, number];
 type TimeKey = [number, string, number];
 type StoredRecord = Omit<UsageRecord, 'time' | 'subject'>;
 
 /** The LMDB-backed usage history. */
-export class LmdbUsageStore implements UsageStore {
+export class LmdbUsageStore implements UsageStore, RecordTransfer<UsageRecord> {
   private readonly records: Database<StoredRecord, UsageKey>;
   private readonly byTime: Database<null, TimeKey>;
   private sequence = 0;
@@ -63,5 +64,14 @@ export class LmdbUsageStore implements UsageStore {
       }
     });
     return old.length;
+  }
+
+  /** Every record, by subject then time. */
+  async *exportRecords(): AsyncGenerator<UsageRecord> {
+    for await (const { key, value } of entriesInPages(this.records)) yield { time: key[1], subject: key[0], ...value };
+  }
+
+  importRecord(record: UsageRecord): Promise<void> {
+    return this.record(record);
   }
 }

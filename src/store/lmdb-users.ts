@@ -1,10 +1,11 @@
 /** Users in LMDB: sub-database `users`, keyed by user id. */
 import type { Database } from 'lmdb';
-import type { UserRecord, UserStore } from './types.js';
+import type { RecordTransfer, UserRecord, UserStore } from './types.js';
 import type { LmdbStorage } from './lmdb.js';
+import { entriesInPages } from './lmdb-pages.js';
 
 /** The LMDB-backed user store. */
-export class LmdbUserStore implements UserStore {
+export class LmdbUserStore implements UserStore, RecordTransfer<UserRecord> {
   private readonly db: Database<UserRecord, string>;
 
   constructor(storage: LmdbStorage) {
@@ -42,5 +43,13 @@ export class LmdbUserStore implements UserStore {
       if (users.length === options.limit) break;
     }
     return users;
+  }
+
+  async *exportRecords(): AsyncGenerator<UserRecord> {
+    for await (const { value } of entriesInPages(this.db)) yield value;
+  }
+
+  async importRecord(record: UserRecord): Promise<void> {
+    await this.db.put(record.user_id, { user_id: record.user_id, plan: record.plan, created: record.created });
   }
 }

@@ -20,17 +20,30 @@ import { RedisStreamLog } from './redis-stream-log.js';
 import { RedisUsageStore } from './redis-usage.js';
 import { RedisUserStore } from './redis-users.js';
 import { RedisStorage } from './redis.js';
-import type { ApiKeyStore, QuotaCounterStore, SessionStore, StreamLogStore, UsageStore, UserStore } from './types.js';
+import type {
+  ApiKeyRecord,
+  ApiKeyStore,
+  CounterRecord,
+  ExportedSession,
+  QuotaCounterStore,
+  RecordTransfer,
+  SessionStore,
+  StreamLogStore,
+  UsageRecord,
+  UsageStore,
+  UserRecord,
+  UserStore,
+} from './types.js';
 
-/** One engine with every store the service keeps on it. */
+/** One engine with every store the service keeps on it (each can export and import its records). */
 export interface OpenedStorage {
   storage: LmdbStorage | RedisStorage;
-  users: UserStore;
-  apiKeys: ApiKeyStore;
-  counters: QuotaCounterStore;
-  sessions: SessionStore;
-  usage: UsageStore;
-  /** The logs of resumable streams. */
+  users: UserStore & RecordTransfer<UserRecord>;
+  apiKeys: ApiKeyStore & RecordTransfer<ApiKeyRecord>;
+  counters: QuotaCounterStore & RecordTransfer<CounterRecord>;
+  sessions: SessionStore & RecordTransfer<ExportedSession>;
+  usage: UsageStore & RecordTransfer<UsageRecord>;
+  /** The logs of resumable streams (short-lived: not copied between engines). */
   streamLog: StreamLogStore;
 }
 

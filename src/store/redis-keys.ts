@@ -8,7 +8,8 @@
 import { LuaScript } from './redis-quota.js';
 import type { SharedRecordCache } from './redis-cache.js';
 import type { RedisStorage } from './redis.js';
-import type { ApiKeyRecord, ApiKeyStore } from './types.js';
+import { scanNames } from './redis-scan.js';
+import type { ApiKeyRecord, ApiKeyStore, RecordTransfer } from './types.js';
 
 /** KEYS: key hash; ARGV: user id, time. 1 when revoked (or already), 0 when absent or another user's. */
 const REVOKE = new LuaScript(`
@@ -40,8 +41,22 @@ function fromHash(fields: Record<string, string>): ApiKeyRecord | undefined {
   };
 }
 
+/** A record as its hash's fields: unset fields are left out. */
+function toHash(record: ApiKeyRecord): Record<string, string> {
+  const fields: Record<string, string> = {
+    key_id: record.key_id,
+    user_id: record.user_id,
+    hash: Buffer.from(record.hash).toString('base64'),
+    created: record.created,
+  };
+  if (record.name !== undefined) fields.name = record.name;
+  if (record.last_used !== undefined) fields.last_used = record.last_used;
+  if (record.revoked_at !== undefined) fields.revoked_at = record.revoked_at;
+  return fields;
+}
+
 /** The Redis-backed key store, with a per-node cache of lookups (at most a second old). */
-export class RedisApiKeyStore implements ApiKeyStore {
+export class RedisApiKeyStore implements ApiKeyStore, RecordTransfer<ApiKeyRecord> {
   constructor(
     private readonly storage: RedisStorage,
     private readonly cache: SharedRecordCache,
@@ -94,5 +109,33 @@ export class RedisApiKeyStore implements ApiKeyStore {
   touch(keyId: string, at: string): void {
     // Best effort: a lost last_used update is harmless, so it is not awaited by the request.
     void this.storage.call((client) => TOUCH.run(client, [this.recordKey(keyId)], [at])).catch(() => undefined);
+  }
+
+  /** Every key, found by SCAN and read batch by batch. */
+  async *exportRecords(): AsyncGenerator<ApiKeyRecord> {
+    for await (const names of scanNames(this.storage, 'key:')) {
+      const hashes = await this.storage.call((client) => {
+        const batch = client.multi();
+        for (const name of names) batch.hGetAll(this.storage.key(name));
+        return batch.exec() as unknown as Promise<Record<string, string>[]>;
+      });
+      for (const fields of hashes) {
+        const record = fromHash(fields);
+        if (record) yield record;
+      }
+    }
+  }
+
+  /** Replaces the key's hash with the record's fields (last_used and revoked_at included) and lists it under its user. */
+  async importRecord(record: ApiKeyRecord): Promise<void> {
+    const key = this.recordKey(record.key_id);
+    await this.storage.call((client) =>
+      client
+        .multi()
+        .del(key)
+        .hSet(key, toHash(record))
+        .zAdd(this.storage.key(`user-keys:${record.user_id}`), { score: 0, value: record.key_id })
+        .exec(),
+    );
   }
 }

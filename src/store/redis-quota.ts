@@ -6,10 +6,12 @@
  * The window is placed by the Redis server's clock (`TIME`), not the node's, so nodes whose clocks
  * disagree still count in one window. A counter expires at the end of its latest window; an older
  * window's count reads as zero, as with LMDB. With `appendfsync always` a take is on disk before
- * Redis answers it, so `durable` is settled when the decision arrives.
+ * Redis answers it, so `durable` is settled when the decision arrives. An imported counter
+ * (`storage copy`) has no expiry until its next take sets one, as a counter written by LMDB never has.
  */
 import type { RedisClient, RedisStorage } from './redis.js';
-import type { CounterTake, CounterWindow, QuotaCounterStore, TokenTake, WindowUse } from './types.js';
+import { scanNames } from './redis-scan.js';
+import type { CounterRecord, CounterTake, CounterWindow, QuotaCounterStore, RecordTransfer, TokenTake, WindowUse } from './types.js';
 
 /** Redis's clock in epoch ms (ARGV[1] when a test gives its own clock), and a window's start by it. */
 const CLOCK = `
@@ -107,7 +109,7 @@ const read = new LuaScript(READ);
 const settled = Promise.resolve();
 
 /** The Redis-backed quota counters. */
-export class RedisQuotaCounters implements QuotaCounterStore {
+export class RedisQuotaCounters implements QuotaCounterStore, RecordTransfer<CounterRecord> {
   /** `clock`: only tests set it (to cross a window edge at once); otherwise Redis's own TIME places windows. */
   constructor(
     private readonly storage: RedisStorage,
@@ -170,5 +172,37 @@ export class RedisQuotaCounters implements QuotaCounterStore {
 
   tokensUsed(subject: string, window: CounterWindow): Promise<WindowUse> {
     return this.read(subject, 'tws', 'tused', window);
+  }
+
+  /** Every counter, found by SCAN: its windows and counts as stored (an old window's too). */
+  async *exportRecords(): AsyncGenerator<CounterRecord> {
+    const prefix = 'quota:';
+    for await (const names of scanNames(this.storage, prefix)) {
+      const replies = await this.storage.call((client) => {
+        const batch = client.multi();
+        for (const name of names) batch.hmGet(this.storage.key(name), ['ws', 'used', 'tws', 'tused']);
+        return batch.exec() as unknown as Promise<(string | null)[][]>;
+      });
+      for (const [index, name] of names.entries()) {
+        const [ws, used, tws, tused] = replies[index] ?? [];
+        if (ws === null || ws === undefined) continue;
+        const record: CounterRecord = { subject: name.slice(prefix.length), window_start: Number(ws), used: Number(used ?? 0) };
+        if (tws !== null && tws !== undefined && Number(tws) >= 0) {
+          record.tokens_window_start = Number(tws);
+          record.tokens_used = Number(tused ?? 0);
+        }
+        yield record;
+      }
+    }
+  }
+
+  async importRecord(record: CounterRecord): Promise<void> {
+    const fields: Record<string, string> = { ws: String(record.window_start), used: String(record.used) };
+    if (record.tokens_window_start !== undefined) {
+      fields.tws = String(record.tokens_window_start);
+      fields.tused = String(record.tokens_used ?? 0);
+    }
+    const key = this.key(record.subject);
+    await this.storage.call((client) => client.multi().del(key).hSet(key, fields).exec());
   }
 }

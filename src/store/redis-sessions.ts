@@ -8,7 +8,8 @@
  */
 import { LuaScript } from './redis-quota.js';
 import type { RedisStorage } from './redis.js';
-import type { SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
+import { scanNames } from './redis-scan.js';
+import type { ExportedSession, RecordTransfer, SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
 
 /**
  * KEYS: meta, turns, owner index; ARGV: now (ISO), now (ms), session id, cap, turns skipped
@@ -40,7 +41,7 @@ return 1
 `);
 
 /** The Redis-backed session store; keeps at most `maxTurns` turns per session (oldest dropped first). */
-export class RedisSessionStore implements SessionStore {
+export class RedisSessionStore implements SessionStore, RecordTransfer<ExportedSession> {
   constructor(
     private readonly storage: RedisStorage,
     private readonly maxTurns: number,
@@ -118,5 +119,47 @@ export class RedisSessionStore implements SessionStore {
       });
     });
     return summaries;
+  }
+
+  /** Every owner's sessions (found by SCAN of their meta keys), each with all its kept turns. */
+  async *exportRecords(): AsyncGenerator<ExportedSession> {
+    const kind = 'session:';
+    for await (const names of scanNames(this.storage, kind)) {
+      for (const name of names) {
+        const [owner, sessionId] = name.slice(kind.length).split(':').map(decodeURIComponent) as [string, string];
+        const [metaKey, turnsKey] = this.keys(owner, sessionId);
+        const [meta, turns] = (await this.storage.call((client) =>
+          client.multi().hGetAll(metaKey).lRange(turnsKey, 0, -1).exec(),
+        )) as unknown as [Record<string, string>, string[]];
+        if (meta.created === undefined) continue;
+        yield {
+          owner,
+          session_id: sessionId,
+          created: meta.created,
+          updated: meta.updated ?? meta.created,
+          first: Number(meta.first),
+          next: Number(meta.next),
+          messages: turns.map((turn) => JSON.parse(turn) as SessionMessage),
+        };
+      }
+    }
+  }
+
+  /** Replaces the session with the exported one in one MULTI: meta, turns and the owner's index. */
+  async importRecord(session: ExportedSession): Promise<void> {
+    const [metaKey, turnsKey, indexKey] = this.keys(session.owner, session.session_id);
+    const first = session.next - session.messages.length;
+    await this.storage.call((client) => {
+      const batch = client.multi().del([metaKey, turnsKey]);
+      if (session.messages.length > 0)
+        batch.rPush(
+          turnsKey,
+          session.messages.map((turn) => JSON.stringify(turn)),
+        );
+      return batch
+        .hSet(metaKey, { created: session.created, updated: session.updated, first: String(first), next: String(session.next) })
+        .zAdd(indexKey, { score: Date.parse(session.updated) || 0, value: session.session_id })
+        .exec();
+    });
   }
 }

@@ -6,14 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { RedisStorage } from './redis.js';
-import { USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from './types.js';
+import { type RecordTransfer, USAGE_SCAN_LIMIT, type UsageRecord, type UsageStore } from './types.js';
 
 /** Members read per round trip. */
 const PAGE = 1000;
 
 type StoredRecord = UsageRecord & { n: string };
 
-export class RedisUsageStore implements UsageStore {
+export class RedisUsageStore implements UsageStore, RecordTransfer<UsageRecord> {
   /** This process's tag and counter: members of one millisecond from any nodes differ. */
   private readonly tag = randomBytes(4).toString('hex');
   private sequence = 0;
@@ -69,5 +69,14 @@ export class RedisUsageStore implements UsageStore {
       });
       removed += old.length;
     }
+  }
+
+  /** Every record, oldest first, in pages. */
+  exportRecords(): AsyncGenerator<UsageRecord> {
+    return this.range(0, Number.MAX_SAFE_INTEGER, undefined, Number.POSITIVE_INFINITY);
+  }
+
+  importRecord(record: UsageRecord): Promise<void> {
+    return this.record(record);
   }
 }

@@ -7,7 +7,10 @@
 import type { SharedRecordCache } from './redis-cache.js';
 import { LuaScript } from './redis-quota.js';
 import type { RedisStorage } from './redis.js';
-import type { UserRecord, UserStore } from './types.js';
+import type { RecordTransfer, UserRecord, UserStore } from './types.js';
+
+/** Users read per page by an export. */
+const EXPORT_PAGE = 500;
 
 /** KEYS: record, index; ARGV: id, record JSON. 1 when created, 0 when the id is taken. */
 const CREATE = new LuaScript(`
@@ -28,7 +31,7 @@ return updated
 `);
 
 /** The Redis-backed user store. */
-export class RedisUserStore implements UserStore {
+export class RedisUserStore implements UserStore, RecordTransfer<UserRecord> {
   constructor(
     private readonly storage: RedisStorage,
     private readonly cache: SharedRecordCache,
@@ -72,5 +75,26 @@ export class RedisUserStore implements UserStore {
     if (ids.length === 0) return [];
     const stored = await this.storage.call((client) => client.mGet(ids.map((id) => this.recordKey(id))));
     return stored.filter((value): value is string => typeof value === 'string').map((value) => JSON.parse(value) as UserRecord);
+  }
+
+  async *exportRecords(): AsyncGenerator<UserRecord> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list({ limit: EXPORT_PAGE, after });
+      yield* page;
+      if (page.length < EXPORT_PAGE) return;
+      after = page[page.length - 1]?.user_id;
+    }
+  }
+
+  async importRecord(record: UserRecord): Promise<void> {
+    const stored: UserRecord = { user_id: record.user_id, plan: record.plan, created: record.created };
+    await this.storage.call((client) =>
+      client
+        .multi()
+        .set(this.recordKey(record.user_id), JSON.stringify(stored))
+        .zAdd(this.storage.key('users'), { score: 0, value: record.user_id })
+        .exec(),
+    );
   }
 }

@@ -268,3 +268,37 @@ export interface StreamLogStore {
    */
   sweep(before: number, limit?: number): Promise<number>;
 }
+
+/**
+ * A store whose records can all be read out and written back as they are, on any engine: what
+ * `colloquy storage copy` moves between deployments. Reads are bounded pages, never the whole store.
+ */
+export interface RecordTransfer<T> {
+  /** Every record, in pages. */
+  exportRecords(): AsyncIterable<T>;
+  /** Writes one exported record exactly as it is (replacing one with its identity), atomically. */
+  importRecord(record: T): Promise<void>;
+}
+
+/** A quota counter as stored: the windows it counts in and what was used in them. */
+export interface CounterRecord {
+  subject: string;
+  /** Epoch ms. */
+  window_start: number;
+  used: number;
+  /** Epoch ms, for plans with a token budget. */
+  tokens_window_start?: number;
+  tokens_used?: number;
+}
+
+/** A session as stored: its owner, meta and every kept turn (the oldest kept is turn `first`). */
+export interface ExportedSession {
+  owner: string;
+  session_id: string;
+  created: string;
+  updated: string;
+  /** Sequence numbers of the oldest kept turn and of the next turn: message_count is next - first. */
+  first: number;
+  next: number;
+  messages: SessionMessage[];
+}

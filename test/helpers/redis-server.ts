@@ -94,6 +94,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     child = undefined;
     if (!running || running.exitCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    // Held again while stopping, so the event loop waits for the exit instead of ending with it pending.
+    running.ref();
     running.kill(stopOptions.hard ? 'SIGKILL' : 'SIGTERM');
     await exited;
   };
