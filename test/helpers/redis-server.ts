@@ -94,6 +94,9 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     child = undefined;
     if (!running || running.exitCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    // Unref'd while it runs; waited for here, so it must hold the event loop open until it exits
+    // (else a suite's last `after` ends with its promise pending and the suite is cancelled).
+    running.ref();
     running.kill(stopOptions.hard ? 'SIGKILL' : 'SIGTERM');
     await exited;
   };
