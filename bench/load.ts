@@ -149,7 +149,7 @@ async function runWrk(request: LoadRequest): Promise<LoadResult> {
 }
 
 /** Saturation step: wrk when installed (autocannon tops out below a bare uWS server), else autocannon. */
-function runSaturation(request: LoadRequest): Promise<LoadResult> {
+export function runSaturation(request: LoadRequest): Promise<LoadResult> {
   return wrkVersion() ? runWrk(request) : runAutocannon(request);
 }
 

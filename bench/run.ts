@@ -10,6 +10,7 @@ import { gatewayOverheadScenario } from './scenario-gateway-overhead.js';
 import { healthScenario } from './scenario-health.js';
 import { peerGatewayScenario } from './scenario-peer-gateway.js';
 import { ragScenario } from './scenario-rag.js';
+import { redisNodesScenario } from './scenario-redis.js';
 import { ingestLoadScenario } from './scenario-ingest-load.js';
 import { resumeScenario } from './scenario-resume.js';
 import { slowReadersScenario } from './scenario-slow-readers.js';
@@ -44,6 +45,7 @@ export const SCENARIOS: Scenario[] = [
   ragScenario,
   resumeScenario,
   ingestLoadScenario,
+  redisNodesScenario,
 ];
 
 /** Safety stop per scenario (each is designed to finish inside two minutes; this only catches a hang). */

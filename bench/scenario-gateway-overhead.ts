@@ -11,6 +11,7 @@ import { compareSaturation, runFixedRate, type LoadRequest, type LoadResult } fr
 import type { MockStats } from './mock-upstream.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
 import { loadRow } from './scenario-health.js';
+import { redisGatewayRows } from './scenario-redis.js';
 
 const RATES = [1000, 5000];
 /** A model whose upstream is gone (nothing listens on loopback port 1), falling back to the mock. */
@@ -191,6 +192,14 @@ export const gatewayOverheadScenario: Scenario = {
         measured: `${v1Cost}× the /api cost (${v1Max.rps} vs ${gatewayMax.rps} req/s)`,
         met: v1Cost <= 1.05 && v1Max.non2xx === 0,
       });
+      // The same gateway chat with the server on Redis (appendfsync always and everysec), same run.
+      const redis = await redisGatewayRows(
+        options,
+        { url: server.url, request: targets.gateway },
+        { upstreamPort: mock.port, extraModels: [DEAD_PRIMARY] },
+      );
+      rows.push(...redis.rows);
+      goals.push(...redis.goals);
       const direct = directMax;
       const stats = await mockStats(mock.port);
       return {
@@ -200,6 +209,7 @@ export const gatewayOverheadScenario: Scenario = {
           `gateway asks the upstream for ${targets.upstreamStreams ? 'SSE (stream: true)' : 'one JSON body'}; the direct baseline asks for the same`,
           `fixed rates: open-loop generator (requests due at start + i/rate, released in 1 ms ticks, latency counted from the due time, up to 512 keep-alive connections); saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
           `mock upstream saw ${stats.requests} requests, ${stats.streams_closed_early} closed early`,
+          ...redis.notes,
         ],
       };
     } finally {

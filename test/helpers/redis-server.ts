@@ -94,7 +94,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     child = undefined;
     if (!running || running.exitCode !== null) return;
     const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
-    // Held again while stopping, so the event loop waits for the exit instead of ending with it pending.
+    // Unref'd while it runs; waited for here, so it must hold the event loop open until it exits
+    // (else a suite's last `after` ends with its promise pending and the suite is cancelled).
     running.ref();
     running.kill(stopOptions.hard ? 'SIGKILL' : 'SIGTERM');
     await exited;
