@@ -1,5 +1,5 @@
 /**
- * Fault suite: three server processes on three ports sharing one real redis-server (appendfsync
+ * Three server processes on three ports sharing one real redis-server (appendfsync
  * always) act as one service: the quota is exact across the nodes, a key revoked on one node is
  * refused on the others within a second, sessions and the knowledge base are shared. Then Redis is
  * killed (SIGKILL) under load on two nodes: every request still answers within a bound with 200,
@@ -8,8 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
 const ADMIN = 'redis-nodes-admin-token-0123456789';
 const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
