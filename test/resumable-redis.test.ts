@@ -7,6 +7,7 @@ import type { RedisStorage } from '../src/store/redis.js';
 import { type RedisServer, startRedisServer } from './helpers/redis-server.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { type RecordedRequest, type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
+import { readUntil, type Frame } from './helpers/sse-frames.js';
 
 /**
  * Resumable streams across nodes: two servers share one Redis (one prefix), a stream started on A
@@ -71,35 +72,6 @@ after(async () => {
   await upstream?.close();
   await redis?.close();
 });
-
-interface Frame {
-  id: string | undefined;
-  event: string;
-  data: any;
-}
-
-/** Reads SSE frames until `stop` says so (or the end); cancels the rest (the socket drops). */
-async function readUntil(response: Response, stop: (frames: Frame[]) => boolean = () => false): Promise<Frame[]> {
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const frames: Frame[] = [];
-  while (!stop(frames)) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
-      const text = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const data = /^data: (.*)$/m.exec(text)?.[1];
-      if (data === undefined) continue;
-      frames.push({ id: /^id: (.*)$/m.exec(text)?.[1], event: /^event: (.*)$/m.exec(text)?.[1] ?? 'message', data: JSON.parse(data) });
-      if (stop(frames)) break;
-    }
-  }
-  await reader.cancel();
-  return frames;
-}
 
 const seqOf = (frame: Frame | undefined) => Number(frame?.id?.split(':')[1]);
 const deltas = (frames: Frame[]) =>

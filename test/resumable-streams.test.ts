@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { parseSse, type RecordedRequest, type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
+import { readUntil, type Frame } from './helpers/sse-frames.js';
 
 /**
  * Resumable streams: a dropped client reconnects with Last-Event-ID and reads the rest, with no
@@ -61,35 +62,6 @@ after(async () => {
   await server.close();
   await upstream.close();
 });
-
-interface Frame {
-  id: string | undefined;
-  event: string;
-  data: any;
-}
-
-/** Reads SSE frames from a response until `stop` says so; returns them and cancels the rest (the socket drops). */
-async function readUntil(response: Response, stop: (frames: Frame[]) => boolean): Promise<Frame[]> {
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const frames: Frame[] = [];
-  while (!stop(frames)) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
-      const text = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const data = /^data: (.*)$/m.exec(text)?.[1];
-      if (data === undefined) continue;
-      frames.push({ id: /^id: (.*)$/m.exec(text)?.[1], event: /^event: (.*)$/m.exec(text)?.[1] ?? 'message', data: JSON.parse(data) });
-      if (stop(frames)) break;
-    }
-  }
-  await reader.cancel();
-  return frames;
-}
 
 const deltas = (frames: Frame[]) =>
   frames

@@ -75,13 +75,7 @@ export class RedisApiKeyStore implements ApiKeyStore, RecordTransfer<ApiKeyRecor
   }
 
   async add(record: ApiKeyRecord): Promise<void> {
-    const fields: Record<string, string> = {
-      key_id: record.key_id,
-      user_id: record.user_id,
-      hash: Buffer.from(record.hash).toString('base64'),
-      created: record.created,
-    };
-    if (record.name !== undefined) fields.name = record.name;
+    const fields = toHash(record);
     await this.storage.call((client) =>
       client
         .multi()
