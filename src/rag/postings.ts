@@ -65,21 +65,6 @@ function writeEntry(view: DataView, entry: number, offset: number, tf: number, l
   view.setUint16(at + 6, Math.min(length, U16_MAX), true);
 }
 
-/** The block of terms[index] in `postings`, its chunk offsets moved by `shift`. */
-export function termBlock(postings: DocumentPostings, index: number, shift: number): Uint8Array {
-  const start = (postings.offsets[index] as number) * ENTRY_BYTES;
-  const end = (postings.offsets[index + 1] as number) * ENTRY_BYTES;
-  const block = postings.entries.slice(start, end);
-  if (shift !== 0) shiftBlock(block, shift);
-  return block;
-}
-
-/** Adds `shift` to every chunk offset of a block, in place. */
-export function shiftBlock(block: Uint8Array, shift: number): void {
-  const view = new DataView(block.buffer, block.byteOffset, block.byteLength);
-  for (let at = 0; at < block.byteLength; at += ENTRY_BYTES) view.setUint32(at, view.getUint32(at, true) + shift, true);
-}
-
 /** Number of entries in a block. */
 export function entryCount(block: Uint8Array): number {
   return block.byteLength / ENTRY_BYTES;
