@@ -90,7 +90,7 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /** A document's entries as 32-bit words (a copy only when they are not 4-byte aligned). */
 function entryWords(entries: Uint8Array): Uint32Array {
-  const aligned = entries.byteOffset % 4 === 0 ? entries : entries.slice();
+  const aligned = entries.byteOffset % 4 === 0 ? entries : new Uint8Array(entries);
   return new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
 }
 
@@ -142,8 +142,10 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
     shifts.push(shift);
     shift += document.content.texts.length;
   }
+  await yieldBetween();
   // Code-unit order, as the documents' own term lists and the stored keys.
   const terms = byId.slice().sort();
+  await yieldBetween();
   const counts = new Uint32Array(terms.length);
   const heads = new Int32Array(terms.length);
   for (let at = 0; at < terms.length; at += 1) {
@@ -235,17 +237,21 @@ export class IndexWriter {
       await Promise.all(commits);
       // Document frequencies go in slices too: readers subtract a building segment's applied share
       // (pendingFrequencies), so the figures they see stay exact throughout.
+      // Each slice is an asynchronous transaction: its callback runs on the main thread, its commit
+      // on lmdb-js's write thread.
+      const { df, segments } = this.databases;
       for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
         const to = Math.min(plan.terms.length, from + SLICE_WRITES);
-        this.transaction(() => {
-          const record = this.databases.segments.get(segment);
+        await this.asyncTransaction(() => {
+          const record = segments.get(segment);
           if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
-          const changes = new Map<string, number>();
-          for (let index = from; index < to; index += 1) changes.set(plan.terms[index] as string, plan.counts[index] as number);
-          this.applyFrequencies(changes);
-          this.databases.segments.put(segment, { ...record, df_applied: to });
+          for (let index = from; index < to; index += 1) {
+            const term = plan.terms[index] as string;
+            df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
+          }
+          this.counters.keys += to - from;
+          segments.put(segment, { ...record, df_applied: to });
         });
-        await yieldBetween();
       }
       return this.transaction(() => this.publish(documents, segment, firstChunk));
     } catch (error) {
@@ -312,6 +318,12 @@ export class IndexWriter {
   transaction<T>(work: () => T): T {
     this.counters.transactions += 1;
     return this.root.transactionSync(work);
+  }
+
+  /** Runs `work` in an asynchronous write transaction (committed on lmdb-js's write thread), counting it. */
+  asyncTransaction<T>(work: () => T): Promise<T> {
+    this.counters.transactions += 1;
+    return this.root.transaction(work);
   }
 
   /** The collection's short code, made on first use (inside a write transaction). */

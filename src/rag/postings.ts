@@ -120,6 +120,37 @@ export function mergeBlocks(
 ): Uint8Array {
   let total = 0;
   for (const part of parts) total += part.block.byteLength;
+  if (!LITTLE_ENDIAN) return mergeBlocksPortable(parts, dead, dropped, total);
+  // Entries are little-endian, as this machine's words: copied two 32-bit words at a time.
+  const out = new Uint32Array(total / 4);
+  let write = 0;
+  for (const part of parts) {
+    const { block, shift, first } = part;
+    const aligned = block.byteOffset % 4 === 0 ? block : new Uint8Array(block);
+    const words = new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
+    for (let word = 0; word < words.length; word += 2) {
+      const offset = words[word] as number;
+      if (dead.size > 0 && dead.has(first + offset)) {
+        dropped.add(first + offset);
+        continue;
+      }
+      out[write] = offset + shift;
+      out[write + 1] = words[word + 1] as number;
+      write += 2;
+    }
+  }
+  return new Uint8Array(out.buffer, 0, write * 4);
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** mergeBlocks through DataView reads and writes, for big-endian machines. */
+function mergeBlocksPortable(
+  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+  dead: ReadonlySet<number>,
+  dropped: Set<number>,
+  total: number,
+): Uint8Array {
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
   let entry = 0;
