@@ -29,12 +29,14 @@ export const MERGE_FACTOR = 8;
 /** Segments below this many postings are tier 0. */
 const TIER_BASE = 16_384;
 /** Blocks read per segment per slice, and keys written or removed per transaction. */
-const READ_SLICE = 128;
+const READ_SLICE = 32;
 const WRITE_SLICE = 2000;
 /** Bytes of blocks written per transaction: a merge's blocks of common terms are large. */
 const WRITE_SLICE_BYTES = 1024 * 1024;
 /** Terms merged between yields to the event loop. */
 const MERGE_STEP = 256;
+/** Bytes of merged blocks between yields (blocks of common terms are large). */
+const MERGE_STEP_BYTES = 256 * 1024;
 
 /** The tier of a segment of `postings` postings. */
 export function tierOf(postings: number): number {
@@ -171,6 +173,7 @@ export class SegmentMerger {
     const cursors = sources.map((source) => new BlockCursor(this.databases, source));
     let postings = 0;
     let terms = 0;
+    let stepBytes = 0;
     let pending: Array<[string, Buffer]> = [];
     let pendingBytes = 0;
     // The new segment's blocks go in as asynchronous puts, committed on lmdb-js's write thread one
@@ -202,6 +205,7 @@ export class SegmentMerger {
         cursor.pop();
       }
       const merged = mergeBlocks(parts, dead, dropped);
+      stepBytes += merged.byteLength;
       const count = entryCount(merged);
       if (count > 0) {
         postings += count;
@@ -212,10 +216,12 @@ export class SegmentMerger {
       if (pending.length >= WRITE_SLICE || pendingBytes >= WRITE_SLICE_BYTES) {
         write();
         terms = 0;
+        stepBytes = 0;
         await this.yieldBetween();
-      } else if (terms >= MERGE_STEP) {
+      } else if (terms >= MERGE_STEP || stepBytes >= MERGE_STEP_BYTES) {
         // Reading and merging blocks takes the main thread too: it yields between steps.
         terms = 0;
+        stepBytes = 0;
         await this.yieldBetween();
       }
     }
