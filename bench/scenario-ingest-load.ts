@@ -40,7 +40,10 @@ export const ingestLoadScenario: Scenario = {
   title: '100 documents of 500 KB uploaded at once: /health and the event loop meanwhile',
   async run(options: RunOptions): Promise<ScenarioResult> {
     const uploads = options.quick ? 20 : 100;
-    const server = await startColloquy({ env: { COLLOQUY_ADMIN_TOKEN: ADMIN } });
+    const server = await startColloquy({
+      env: { COLLOQUY_ADMIN_TOKEN: ADMIN },
+      ...(options.profileDir ? { profileDir: options.profileDir } : {}),
+    });
     try {
       const bodies = Array.from({ length: uploads }, (_, index) => document(index + 1));
       // Idle figures first: the event-loop delay of the same server doing nothing but the probes.

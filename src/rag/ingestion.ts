@@ -66,57 +66,69 @@ export interface WriteCounters {
   transactions: number;
 }
 
-/** How a segment's blocks are assembled: its terms sorted, where each term's entries are, and its document frequencies. */
+/**
+ * How a segment's blocks are assembled: its terms sorted, their document frequencies, and for each
+ * term the documents that hold it, as a list threaded through typed arrays (no per-term objects).
+ */
 export interface SegmentPlan {
   terms: string[];
   /** Chunks of the segment that hold terms[i]. */
   counts: Uint32Array;
-  /** term → [document position, term index in that document, …]. */
-  parts: Map<string, number[]>;
+  /** First occurrence of terms[i] (an index into `documentOf`, `indexIn` and `next`). */
+  heads: Int32Array;
+  /** Per occurrence: the document's position in the segment, the term's index in that document's postings, and the next occurrence of the same term (-1 after the last). Occurrences of a term are in document order. */
+  documentOf: Uint32Array;
+  indexIn: Uint32Array;
+  next: Int32Array;
+  /** Each document's entries as 32-bit words (two per entry), for copying. */
+  words: Uint32Array[];
   /** Chunks before each document in the segment. */
   shifts: number[];
 }
 
-/** Merges two sorted lists of distinct terms into one (each term once). */
-function mergeSorted(left: string[], right: string[]): string[] {
-  const out: string[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < left.length && j < right.length) {
-    const a = left[i] as string;
-    const b = right[j] as string;
-    if (a === b) {
-      out.push(a);
-      i += 1;
-      j += 1;
-    } else if (a < b) {
-      out.push(a);
-      i += 1;
-    } else {
-      out.push(b);
-      j += 1;
-    }
-  }
-  while (i < left.length) out.push(left[i++] as string);
-  while (j < right.length) out.push(right[j++] as string);
-  return out;
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** A document's entries as 32-bit words (a copy only when they are not 4-byte aligned). */
+function entryWords(entries: Uint8Array): Uint32Array {
+  const aligned = entries.byteOffset % 4 === 0 ? entries : new Uint8Array(entries);
+  return new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
 }
 
 /**
  * Plans a segment in steps that yield to the event loop (a batch of large documents holds
- * hundreds of thousands of terms): where each term's entries are, and the sorted union of the
- * documents' (already sorted) term lists, merged pairwise.
+ * hundreds of thousands of terms): each distinct term gets a number on first sight, its
+ * occurrences are chained in document order, and the distinct terms are sorted once.
  */
 export async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
-  const parts = new Map<string, number[]>();
+  let total = 0;
+  for (const document of documents) total += document.content.postings.terms.length;
+  const ids = new Map<string, number>();
+  const byId: string[] = [];
+  const documentOf = new Uint32Array(total);
+  const indexIn = new Uint32Array(total);
+  const next = new Int32Array(total);
+  const headById = new Int32Array(total);
+  const tailById = new Int32Array(total);
+  const countById = new Uint32Array(total);
+  let occurrence = 0;
   let work = 0;
   for (const [position, document] of documents.entries()) {
-    const { terms } = document.content.postings;
+    const { terms, offsets } = document.content.postings;
     for (let index = 0; index < terms.length; index += 1) {
       const term = terms[index] as string;
-      const list = parts.get(term);
-      if (list) list.push(position, index);
-      else parts.set(term, [position, index]);
+      let id = ids.get(term);
+      if (id === undefined) {
+        id = byId.length;
+        ids.set(term, id);
+        byId.push(term);
+        headById[id] = occurrence;
+      } else next[tailById[id] as number] = occurrence;
+      tailById[id] = occurrence;
+      next[occurrence] = -1;
+      countById[id] = (countById[id] as number) + (offsets[index + 1] as number) - (offsets[index] as number);
+      documentOf[occurrence] = position;
+      indexIn[occurrence] = index;
+      occurrence += 1;
     }
     work += terms.length;
     if (work >= PLAN_STEP) {
@@ -130,33 +142,53 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
     shifts.push(shift);
     shift += document.content.texts.length;
   }
-  let lists = documents.map((document) => document.content.postings.terms);
-  while (lists.length > 1) {
-    const merged: string[][] = [];
-    for (let index = 0; index < lists.length; index += 2) {
-      const right = lists[index + 1];
-      merged.push(right ? mergeSorted(lists[index] as string[], right) : (lists[index] as string[]));
-      work += (lists[index] as string[]).length + (right?.length ?? 0);
-      if (work >= PLAN_STEP) {
-        work = 0;
-        await yieldBetween();
-      }
-    }
-    lists = merged;
-  }
-  const terms = lists[0] ?? [];
+  await yieldBetween();
+  // Code-unit order, as the documents' own term lists and the stored keys.
+  const terms = byId.slice().sort();
+  await yieldBetween();
   const counts = new Uint32Array(terms.length);
-  terms.forEach((term, at) => {
-    const list = parts.get(term) as number[];
-    let count = 0;
-    for (let part = 0; part < list.length; part += 2) {
-      const { offsets } = (documents[list[part] as number] as DocumentToWrite).content.postings;
-      const index = list[part + 1] as number;
-      count += (offsets[index + 1] as number) - (offsets[index] as number);
+  const heads = new Int32Array(terms.length);
+  for (let at = 0; at < terms.length; at += 1) {
+    const id = ids.get(terms[at] as string) as number;
+    counts[at] = countById[id] as number;
+    heads[at] = headById[id] as number;
+  }
+  const words = documents.map((document) => entryWords(document.content.postings.entries));
+  return { terms, counts, heads, documentOf, indexIn, next, words, shifts };
+}
+
+/**
+ * Copies the block of plan.terms[at] (every document's entries in chunk order, each document's
+ * offsets moved by the chunks before it) into `out` (32-bit words) from word `position`; returns
+ * the word after it. The block is plan.counts[at] entries long.
+ */
+export function copyTermBlock(
+  plan: SegmentPlan,
+  documents: readonly DocumentToWrite[],
+  at: number,
+  out: Uint32Array,
+  position: number,
+): number {
+  let write = position;
+  for (let occurrence = plan.heads[at] as number; occurrence !== -1; occurrence = plan.next[occurrence] as number) {
+    const document = plan.documentOf[occurrence] as number;
+    const index = plan.indexIn[occurrence] as number;
+    const { offsets } = (documents[document] as DocumentToWrite).content.postings;
+    const source = plan.words[document] as Uint32Array;
+    const end = (offsets[index + 1] as number) * 2;
+    const moved = plan.shifts[document] as number;
+    for (let word = (offsets[index] as number) * 2; word < end; word += 2) {
+      out[write] = moved === 0 || !LITTLE_ENDIAN ? (source[word] as number) : (source[word] as number) + moved;
+      out[write + 1] = source[word + 1] as number;
+      write += 2;
     }
-    counts[at] = count;
-  });
-  return { terms, counts, parts, shifts };
+    if (moved !== 0 && !LITTLE_ENDIAN) {
+      const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+      for (let word = write - (end - (offsets[index] as number) * 2); word < write; word += 2)
+        view.setUint32(word * 4, view.getUint32(word * 4, true) + moved, true);
+    }
+  }
+  return write;
 }
 
 /** Writes and removes documents in the segmented index. */
@@ -194,23 +226,32 @@ export class IndexWriter {
       return { segment, firstChunk, code };
     });
     try {
+      // The invisible part of the segment goes in as asynchronous puts: lmdb-js commits them on its
+      // own write thread, one transaction per event turn (one slice), and the main thread only
+      // encodes them. The segment is `building` until they are all committed, so nothing reads them.
+      const commits: Promise<unknown>[] = [];
       for (const slice of this.segmentWrites(documents, plan, segment, firstChunk, code)) {
-        this.transaction(slice);
+        commits.push(slice());
         await yieldBetween();
       }
+      await Promise.all(commits);
       // Document frequencies go in slices too: readers subtract a building segment's applied share
       // (pendingFrequencies), so the figures they see stay exact throughout.
+      // Each slice is an asynchronous transaction: its callback runs on the main thread, its commit
+      // on lmdb-js's write thread.
+      const { df, segments } = this.databases;
       for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
         const to = Math.min(plan.terms.length, from + SLICE_WRITES);
-        this.transaction(() => {
-          const record = this.databases.segments.get(segment);
+        await this.asyncTransaction(() => {
+          const record = segments.get(segment);
           if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
-          const changes = new Map<string, number>();
-          for (let index = from; index < to; index += 1) changes.set(plan.terms[index] as string, plan.counts[index] as number);
-          this.applyFrequencies(changes);
-          this.databases.segments.put(segment, { ...record, df_applied: to });
+          for (let index = from; index < to; index += 1) {
+            const term = plan.terms[index] as string;
+            df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
+          }
+          this.counters.keys += to - from;
+          segments.put(segment, { ...record, df_applied: to });
         });
-        await yieldBetween();
       }
       return this.transaction(() => this.publish(documents, segment, firstChunk));
     } catch (error) {
@@ -279,6 +320,12 @@ export class IndexWriter {
     return this.root.transactionSync(work);
   }
 
+  /** Runs `work` in an asynchronous write transaction (committed on lmdb-js's write thread), counting it. */
+  asyncTransaction<T>(work: () => T): Promise<T> {
+    this.counters.transactions += 1;
+    return this.root.transaction(work);
+  }
+
   /** The collection's short code, made on first use (inside a write transaction). */
   codeFor(collection: string): string {
     const { meta } = this.databases;
@@ -296,9 +343,9 @@ export class IndexWriter {
     segment: string,
     firstChunk: number,
     code: string,
-  ): Generator<() => void> {
+  ): Generator<() => Promise<unknown>> {
     const { chunks, vectors, blocks, documentTerms } = this.databases;
-    let pending: Array<() => void> = [];
+    let pending: Array<() => Promise<unknown>> = [];
     let pendingBytes = 0;
     const full = () => pending.length >= SLICE_WRITES || pendingBytes >= SLICE_BYTES;
     const flush = () => {
@@ -306,8 +353,12 @@ export class IndexWriter {
       pending = [];
       pendingBytes = 0;
       return () => {
-        for (const put of batch) put();
+        // Puts of one event turn commit together: the last one's promise settles with them all.
+        let committed: Promise<unknown> = Promise.resolve();
+        for (const put of batch) committed = put();
         this.counters.keys += batch.length;
+        this.counters.transactions += 1;
+        return committed;
       };
     };
     let chunk = firstChunk;
@@ -317,9 +368,9 @@ export class IndexWriter {
         const text = texts[ordinal] as string;
         const number = chunk + ordinal;
         const page = pages?.[ordinal];
-        pending.push(() => {
-          chunks.put(number, { document_id: document.id, ordinal, text, length: lengths[ordinal] ?? 0, ...(page ? { page } : {}) });
-        });
+        pending.push(() =>
+          chunks.put(number, { document_id: document.id, ordinal, text, length: lengths[ordinal] ?? 0, ...(page ? { page } : {}) }),
+        );
         pendingBytes += text.length;
         const vector = document.vectors?.[ordinal];
         if (vector) {
@@ -341,49 +392,26 @@ export class IndexWriter {
     }
     // One block per term for the whole segment: the documents' entries in chunk order, each
     // document's offsets moved by the chunks before it. Blocks of a slice share one buffer.
-    const { terms: sorted, parts, shifts } = plan;
-    const termBytes = (term: string) => {
-      const list = parts.get(term) as number[];
-      let bytes = 0;
-      for (let at = 0; at < list.length; at += 2) {
-        const { offsets } = (documents[list[at] as number] as DocumentToWrite).content.postings;
-        const index = list[at + 1] as number;
-        bytes += ((offsets[index + 1] as number) - (offsets[index] as number)) * ENTRY_BYTES;
-      }
-      return bytes;
-    };
+    const { terms: sorted, counts } = plan;
     for (let from = 0; from < sorted.length; ) {
       // A slice ends at SLICE_WRITES blocks or when its blocks reach 4 × SLICE_BYTES (blocks are copied, not encoded).
       let to = from;
       let bytes = 0;
       while (to < sorted.length && to - from < SLICE_WRITES && (to === from || bytes < 4 * SLICE_BYTES)) {
-        bytes += termBytes(sorted[to] as string);
+        bytes += (counts[to] as number) * ENTRY_BYTES;
         to += 1;
       }
-      const slice = sorted.slice(from, to);
-      from = to;
-      const buffer = Buffer.allocUnsafe(bytes);
-      const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+      const words = new Uint32Array(bytes / 4);
+      const buffer = Buffer.from(words.buffer);
       let at = 0;
-      for (const term of slice) {
+      for (let term = from; term < to; term += 1) {
         const start = at;
-        const list = parts.get(term) as number[];
-        for (let part = 0; part < list.length; part += 2) {
-          const position = list[part] as number;
-          const { offsets, entries } = (documents[position] as DocumentToWrite).content.postings;
-          const index = list[part + 1] as number;
-          const begin = (offsets[index] as number) * ENTRY_BYTES;
-          const end = (offsets[index + 1] as number) * ENTRY_BYTES;
-          buffer.set(entries.subarray(begin, end), at);
-          const moved = shifts[position] as number;
-          if (moved !== 0)
-            for (let entry = at; entry < at + end - begin; entry += ENTRY_BYTES)
-              view.setUint32(entry, view.getUint32(entry, true) + moved, true);
-          at += end - begin;
-        }
-        const block = buffer.subarray(start, at);
-        pending.push(() => blocks.put(blockKey(segment, term), block));
+        at = copyTermBlock(plan, documents, term, words, at);
+        const block = buffer.subarray(start * 4, at * 4);
+        const key = blockKey(segment, sorted[term] as string);
+        pending.push(() => blocks.put(key, block));
       }
+      from = to;
       yield flush();
     }
     if (pending.length > 0) yield flush();

@@ -29,10 +29,14 @@ export const MERGE_FACTOR = 8;
 /** Segments below this many postings are tier 0. */
 const TIER_BASE = 16_384;
 /** Blocks read per segment per slice, and keys written or removed per transaction. */
-const READ_SLICE = 128;
+const READ_SLICE = 32;
 const WRITE_SLICE = 2000;
 /** Bytes of blocks written per transaction: a merge's blocks of common terms are large. */
 const WRITE_SLICE_BYTES = 1024 * 1024;
+/** Terms merged between yields to the event loop. */
+const MERGE_STEP = 256;
+/** Bytes of merged blocks between yields (blocks of common terms are large). */
+const MERGE_STEP_BYTES = 256 * 1024;
 
 /** The tier of a segment of `postings` postings. */
 export function tierOf(postings: number): number {
@@ -168,15 +172,21 @@ export class SegmentMerger {
     }
     const cursors = sources.map((source) => new BlockCursor(this.databases, source));
     let postings = 0;
+    let terms = 0;
+    let stepBytes = 0;
     let pending: Array<[string, Buffer]> = [];
     let pendingBytes = 0;
+    // The new segment's blocks go in as asynchronous puts, committed on lmdb-js's write thread one
+    // slice per event turn; it stays `building` (unread) until they are all committed.
+    const commits: Promise<unknown>[] = [];
     const write = () => {
       const batch = pending;
       pending = [];
       pendingBytes = 0;
-      this.writer.transaction(() => {
-        for (const [key, block] of batch) this.databases.blocks.put(key, block);
-      });
+      let committed: Promise<unknown> = Promise.resolve();
+      for (const [key, block] of batch) committed = this.databases.blocks.put(key, block);
+      this.writer.counters.transactions += 1;
+      commits.push(committed);
     };
     for (;;) {
       if (this.closed) return false;
@@ -195,18 +205,28 @@ export class SegmentMerger {
         cursor.pop();
       }
       const merged = mergeBlocks(parts, dead, dropped);
+      stepBytes += merged.byteLength;
       const count = entryCount(merged);
       if (count > 0) {
         postings += count;
         pending.push([blockKey(target.key, term), Buffer.from(merged.buffer, merged.byteOffset, merged.byteLength)]);
         pendingBytes += merged.byteLength;
       }
+      terms += 1;
       if (pending.length >= WRITE_SLICE || pendingBytes >= WRITE_SLICE_BYTES) {
         write();
+        terms = 0;
+        stepBytes = 0;
+        await this.yieldBetween();
+      } else if (terms >= MERGE_STEP || stepBytes >= MERGE_STEP_BYTES) {
+        // Reading and merging blocks takes the main thread too: it yields between steps.
+        terms = 0;
+        stepBytes = 0;
         await this.yieldBetween();
       }
     }
     if (pending.length > 0) write();
+    await Promise.all(commits);
     this.copiedPostings += postings;
     this.writer.transaction(() => {
       const { segments, dead: deadDb } = this.databases;
@@ -295,10 +315,11 @@ export class SegmentMerger {
         if (this.closed) return;
         const keys = Array.from(blocks.getKeys({ start: blockKey(key, ''), end: `${key}\u0001`, limit: WRITE_SLICE }));
         if (keys.length === 0) break;
-        this.writer.transaction(() => {
-          for (const blockKeyToRemove of keys) blocks.remove(blockKeyToRemove);
-        });
-        await this.yieldBetween();
+        // Asynchronous removes, committed on lmdb-js's write thread (nothing reads a retired segment's blocks).
+        let removed: Promise<unknown> = Promise.resolve();
+        for (const blockKeyToRemove of keys) removed = blocks.remove(blockKeyToRemove);
+        this.writer.counters.transactions += 1;
+        await removed;
       }
       if (record.state === 'abandoned') {
         const { documentTerms } = this.databases;

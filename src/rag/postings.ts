@@ -65,21 +65,6 @@ function writeEntry(view: DataView, entry: number, offset: number, tf: number, l
   view.setUint16(at + 6, Math.min(length, U16_MAX), true);
 }
 
-/** The block of terms[index] in `postings`, its chunk offsets moved by `shift`. */
-export function termBlock(postings: DocumentPostings, index: number, shift: number): Uint8Array {
-  const start = (postings.offsets[index] as number) * ENTRY_BYTES;
-  const end = (postings.offsets[index + 1] as number) * ENTRY_BYTES;
-  const block = postings.entries.slice(start, end);
-  if (shift !== 0) shiftBlock(block, shift);
-  return block;
-}
-
-/** Adds `shift` to every chunk offset of a block, in place. */
-export function shiftBlock(block: Uint8Array, shift: number): void {
-  const view = new DataView(block.buffer, block.byteOffset, block.byteLength);
-  for (let at = 0; at < block.byteLength; at += ENTRY_BYTES) view.setUint32(at, view.getUint32(at, true) + shift, true);
-}
-
 /** Number of entries in a block. */
 export function entryCount(block: Uint8Array): number {
   return block.byteLength / ENTRY_BYTES;
@@ -135,6 +120,37 @@ export function mergeBlocks(
 ): Uint8Array {
   let total = 0;
   for (const part of parts) total += part.block.byteLength;
+  if (!LITTLE_ENDIAN) return mergeBlocksPortable(parts, dead, dropped, total);
+  // Entries are little-endian, as this machine's words: copied two 32-bit words at a time.
+  const out = new Uint32Array(total / 4);
+  let write = 0;
+  for (const part of parts) {
+    const { block, shift, first } = part;
+    const aligned = block.byteOffset % 4 === 0 ? block : new Uint8Array(block);
+    const words = new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
+    for (let word = 0; word < words.length; word += 2) {
+      const offset = words[word] as number;
+      if (dead.size > 0 && dead.has(first + offset)) {
+        dropped.add(first + offset);
+        continue;
+      }
+      out[write] = offset + shift;
+      out[write + 1] = words[word + 1] as number;
+      write += 2;
+    }
+  }
+  return new Uint8Array(out.buffer, 0, write * 4);
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** mergeBlocks through DataView reads and writes, for big-endian machines. */
+function mergeBlocksPortable(
+  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+  dead: ReadonlySet<number>,
+  dropped: Set<number>,
+  total: number,
+): Uint8Array {
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
   let entry = 0;

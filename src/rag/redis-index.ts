@@ -40,8 +40,16 @@ import {
   type DocumentRecord,
   type DocumentTerms,
 } from './index-store.js';
-import { documentRecord, planSegment, segmentSize, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
-import { termBlock } from './postings.js';
+import {
+  copyTermBlock,
+  documentRecord,
+  planSegment,
+  segmentSize,
+  type DocumentToWrite,
+  type IngestResult,
+  type WriteCounters,
+} from './ingestion.js';
+import { ENTRY_BYTES } from './postings.js';
 import type { ChunkOptions } from './prepare.js';
 import { RedisMerger } from './redis-merge.js';
 import { RedisCommands } from './redis-commands.js';
@@ -154,15 +162,9 @@ export class RedisIndex implements IndexBackend {
     const blocks: Array<[string, Buffer]> = [];
     const frequencies: Array<[string, string]> = [];
     plan.terms.forEach((term, at) => {
-      const list = plan.parts.get(term) as number[];
-      const parts: Uint8Array[] = [];
-      for (let part = 0; part < list.length; part += 2) {
-        const position = list[part] as number;
-        parts.push(
-          termBlock((documents[position] as DocumentToWrite).content.postings, list[part + 1] as number, plan.shifts[position] as number),
-        );
-      }
-      blocks.push([term, Buffer.concat(parts)]);
+      const words = new Uint32Array(((plan.counts[at] as number) * ENTRY_BYTES) / 4);
+      copyTermBlock(plan, documents, at, words, 0);
+      blocks.push([term, Buffer.from(words.buffer)]);
       frequencies.push([term, String(plan.counts[at])]);
     });
     await this.redis.hashSet(this.redis.key(`blocks:${segment}`), blocks);
