@@ -353,9 +353,9 @@ export class IndexWriter {
       pending = [];
       pendingBytes = 0;
       return () => {
-        // Puts of one event turn commit together: the last one's promise settles with them all.
-        let committed: Promise<unknown> = Promise.resolve();
-        for (const put of batch) committed = put();
+        // Puts of one event turn usually commit together, but lmdb-js may split a large batch:
+        // every put is awaited, so a failed commit rejects here instead of going unhandled.
+        const committed = Promise.all(batch.map((put) => put()));
         this.counters.keys += batch.length;
         this.counters.transactions += 1;
         return committed;

@@ -183,10 +183,9 @@ export class SegmentMerger {
       const batch = pending;
       pending = [];
       pendingBytes = 0;
-      let committed: Promise<unknown> = Promise.resolve();
-      for (const [key, block] of batch) committed = this.databases.blocks.put(key, block);
+      // Every put is awaited (a split batch's failed commit must not go unhandled).
+      commits.push(Promise.all(batch.map(([key, block]) => this.databases.blocks.put(key, block))));
       this.writer.counters.transactions += 1;
-      commits.push(committed);
     };
     for (;;) {
       if (this.closed) return false;
@@ -316,8 +315,8 @@ export class SegmentMerger {
         const keys = Array.from(blocks.getKeys({ start: blockKey(key, ''), end: `${key}\u0001`, limit: WRITE_SLICE }));
         if (keys.length === 0) break;
         // Asynchronous removes, committed on lmdb-js's write thread (nothing reads a retired segment's blocks).
-        let removed: Promise<unknown> = Promise.resolve();
-        for (const blockKeyToRemove of keys) removed = blocks.remove(blockKeyToRemove);
+        // Every remove is awaited, so a failed commit rejects here instead of going unhandled.
+        const removed = Promise.all(keys.map((blockKeyToRemove) => blocks.remove(blockKeyToRemove)));
         this.writer.counters.transactions += 1;
         await removed;
       }
