@@ -23,6 +23,7 @@ import {
 } from './index-store.js';
 import type { IndexWriter } from './ingestion.js';
 import { entryCount, mergeBlocks } from './postings.js';
+import { BackgroundPasses } from './background-passes.js';
 
 /** Segments merged at once, and the size ratio between tiers. */
 export const MERGE_FACTOR = 8;
@@ -93,9 +94,10 @@ function processAlive(pid: number): boolean {
 
 /** Runs merges and clean-up in the background, one pass at a time. */
 export class SegmentMerger {
-  private running: Promise<void> | undefined;
-  private again = false;
-  private closed = false;
+  private readonly passes = new BackgroundPasses(
+    () => this.pass(),
+    (error) => this.logger?.error({ err: error }, 'knowledge-base merge failed; it is retried on the next write'),
+  );
   /** Postings copied by merges (the bench's write amplification figure). */
   copiedPostings = 0;
 
@@ -108,25 +110,21 @@ export class SegmentMerger {
 
   /** Starts a pass when none runs (another is queued when one does). */
   schedule(): void {
-    if (this.closed) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.loop().finally(() => {
-      this.running = undefined;
-    });
+    this.passes.schedule();
   }
 
   /** Resolves when no pass is running or queued. */
-  async idle(): Promise<void> {
-    while (this.running) await this.running;
+  idle(): Promise<void> {
+    return this.passes.idle();
   }
 
   /** Stops after the current step; what is left is picked up at the next start. */
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.idle();
+  close(): Promise<void> {
+    return this.passes.close();
+  }
+
+  private get closed(): boolean {
+    return this.passes.closed;
   }
 
   /**
@@ -144,18 +142,12 @@ export class SegmentMerger {
     });
   }
 
-  private async loop(): Promise<void> {
-    try {
-      do {
-        this.again = false;
-        while (!this.closed && (await this.mergeOnce())) {
-          // Merge until no tier is full.
-        }
-        await this.sweep();
-      } while (this.again && !this.closed);
-    } catch (error) {
-      this.logger?.error({ err: error }, 'knowledge-base merge failed; it is retried on the next write');
+  /** Merges until no tier is full, then removes what merges and deletes left behind. */
+  private async pass(): Promise<void> {
+    while (!this.closed && (await this.mergeOnce())) {
+      // Merge until no tier is full.
     }
+    await this.sweep();
   }
 
   /** Picks a full tier and merges it; false when there is nothing to merge. */

@@ -15,6 +15,7 @@ import { MERGE_FACTOR, tierOf } from './merge.js';
 import { mergeBlocks } from './postings.js';
 import type { RedisCommands } from './redis-commands.js';
 import { SWAP, UNLOCK } from './redis-scripts.js';
+import { BackgroundPasses } from './background-passes.js';
 
 /** How long a merge pass may hold the lock before another node may take it (ms). */
 const LOCK_MS = 60_000;
@@ -36,9 +37,11 @@ interface Named {
 
 export class RedisMerger {
   copiedPostings = 0;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private closed = false;
+  // Redis away or a node's lock lost: the next write schedules another pass.
+  private readonly passes = new BackgroundPasses(
+    () => this.pass(),
+    (error) => this.logger?.warn({ err: error }, 'knowledge-base merge stopped'),
+  );
 
   constructor(
     private readonly redis: RedisCommands,
@@ -58,37 +61,20 @@ export class RedisMerger {
 
   /** Starts a pass (or another one after the running pass). */
   schedule(): void {
-    if (this.closed) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.loop().finally(() => {
-      this.running = undefined;
-    });
-  }
-
-  private async loop(): Promise<void> {
-    do {
-      this.again = false;
-      try {
-        await this.pass();
-      } catch (error) {
-        // Redis away or a node's lock lost: the next write schedules another pass.
-        this.logger?.warn({ err: error }, 'knowledge-base merge stopped');
-        return;
-      }
-    } while (this.again && !this.closed);
+    this.passes.schedule();
   }
 
   /** Resolves when no pass is running. */
-  async idle(): Promise<void> {
-    while (this.running) await this.running;
+  idle(): Promise<void> {
+    return this.passes.idle();
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.idle();
+  close(): Promise<void> {
+    return this.passes.close();
+  }
+
+  private get closed(): boolean {
+    return this.passes.closed;
   }
 
   /** Under the lock: removes stale unpublished segments, then merges while a tier is full. */
