@@ -15,6 +15,18 @@ import { bootServer, type TestServer } from './helpers/server.js';
 const ADMIN = 'rag-stats-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
 
+/** The statistics of a knowledge base nothing was indexed in or asked of (all but index_bytes). */
+const EMPTY_STATS = {
+  documents: 0,
+  chunks: 0,
+  collections: 0,
+  queries: 0,
+  hit_rate: 0,
+  avg_retrieval_ms: 0,
+  last_indexed: null,
+  retriever: { kind: 'bm25' },
+};
+
 interface ChatReply {
   response: string;
   model: string;
@@ -55,16 +67,7 @@ describe('RAG in chat and its statistics', () => {
     const { index_bytes: indexBytes, ...rest } = await stats();
     // The sub-databases exist (and take a few pages) from the start.
     assert.ok(Number.isInteger(indexBytes) && indexBytes >= 0);
-    assert.deepEqual(rest, {
-      documents: 0,
-      chunks: 0,
-      collections: 0,
-      queries: 0,
-      hit_rate: 0,
-      avg_retrieval_ms: 0,
-      last_indexed: null,
-      retriever: { kind: 'bm25' },
-    });
+    assert.deepEqual(rest, EMPTY_STATS);
   });
 
   it('answers a rag chat with document sources and a [1] citation from the built-in model', async () => {
@@ -157,16 +160,7 @@ for (const engine of ENGINES) {
     it('reports an empty knowledge base before anything is indexed', async () => {
       const { index_bytes: indexBytes, ...rest } = await knowledge.stats();
       assert.ok(Number.isInteger(indexBytes) && indexBytes >= 0);
-      assert.deepEqual(rest, {
-        documents: 0,
-        chunks: 0,
-        collections: 0,
-        queries: 0,
-        hit_rate: 0,
-        avg_retrieval_ms: 0,
-        last_indexed: null,
-        retriever: { kind: 'bm25' },
-      });
+      assert.deepEqual(rest, EMPTY_STATS);
     });
 
     it('counts queries, the share with a result above the threshold, and the retrieval time', async () => {
