@@ -6,26 +6,10 @@
  */
 import { startColloquy } from './colloquy.js';
 import { percentile, round, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { proseDocument } from './prose.js';
 
 const DOCUMENT_BYTES = 500 * 1024;
 const ADMIN = 'bench-ingest-admin-token-0123456789';
-
-/** Prose-like text: sentences of words from a few thousand, in paragraphs. */
-function document(seed: number): string {
-  let state = seed;
-  const next = () => {
-    state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
-    return state / 4_294_967_296;
-  };
-  const parts: string[] = [];
-  let length = 0;
-  while (length < DOCUMENT_BYTES) {
-    const sentence = `${Array.from({ length: 12 }, () => `w${Math.floor(next() ** 2 * 8000).toString(36)}`).join(' ')}.`;
-    parts.push(sentence, parts.length % 8 === 7 ? '\n\n' : ' ');
-    length += sentence.length + 1;
-  }
-  return parts.join('').slice(0, DOCUMENT_BYTES);
-}
 
 async function eventLoopDelay(url: string): Promise<{ p99: number; max: number }> {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -45,7 +29,7 @@ export const ingestLoadScenario: Scenario = {
       ...(options.profileDir ? { profileDir: options.profileDir } : {}),
     });
     try {
-      const bodies = Array.from({ length: uploads }, (_, index) => document(index + 1));
+      const bodies = Array.from({ length: uploads }, (_, index) => proseDocument(index + 1, DOCUMENT_BYTES));
       // Idle figures first: the event-loop delay of the same server doing nothing but the probes.
       await eventLoopDelay(server.url);
       const idleHealth: number[] = [];

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
+import { proseDocument } from '../../bench/prose.js';
 
 const ADMIN = 'bulk-ingestion-admin-token-0123456789';
 const UPLOADS = 40;
@@ -26,23 +27,6 @@ after(async () => {
   await server.close();
 });
 
-/** A document of prose-like text: paragraphs of sentences over a few thousand words. */
-function document(seed: number): string {
-  let state = seed;
-  const next = () => {
-    state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
-    return state / 4_294_967_296;
-  };
-  const parts: string[] = [];
-  let length = 0;
-  while (length < DOCUMENT_BYTES) {
-    const sentence = `${Array.from({ length: 12 }, () => `w${Math.floor(next() ** 2 * 8000).toString(36)}`).join(' ')}.`;
-    parts.push(sentence, parts.length % 8 === 7 ? '\n\n' : ' ');
-    length += sentence.length + 1;
-  }
-  return parts.join('').slice(0, DOCUMENT_BYTES);
-}
-
 function percentile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
@@ -51,7 +35,7 @@ function percentile(values: number[], q: number): number {
 describe('bulk ingestion', () => {
   test('40 uploads of 500 KB at once go in while /health and chat keep answering', async () => {
     const auth = { authorization: `Bearer ${ADMIN}` };
-    const bodies = Array.from({ length: UPLOADS }, (_, index) => document(index + 1));
+    const bodies = Array.from({ length: UPLOADS }, (_, index) => proseDocument(index + 1, DOCUMENT_BYTES));
     await server.eventLoopDelay();
     const health: number[] = [];
     const chats: number[] = [];
