@@ -187,6 +187,12 @@ export const streamsScenario: Scenario = {
               ? `${round(peakRss / MIB, 0)} MiB RSS`
               : `${round(peakRss / MIB, 0)} MiB at ${count} streams, ${round(projected / MIB, 0)} MiB projected for 10k`;
           goals.push({ goal: '10k open streams ≤ 1 GiB RSS', measured, met: projected <= 1024 * MIB && (row.errors as number) === 0 });
+          const probeP99 = row['TTFD probe p99 ms'] as number;
+          goals.push({
+            goal: '10k streams: 0 errors, 0 refusals, probe TTFD p99 ≤ 50 ms',
+            measured: `${row.errors} errors of ${count} streams, probe TTFD p99 ${probeP99} ms`,
+            met: (row.errors as number) === 0 && count >= 10_000 * 0.98 && probeP99 <= 50,
+          });
         }
         await sleep(1000);
       }
