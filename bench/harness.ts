@@ -4,7 +4,7 @@
  * every result carries.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem, release } from 'node:os';
 import { join } from 'node:path';
@@ -245,6 +245,42 @@ export function rssBytes(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A process and all its descendants (Linux /proc), e.g. a clustered server's primary and workers. */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(parent) ?? [];
+      list.push(Number(entry));
+      children.set(parent, list);
+    } catch {
+      // The process ended while being listed.
+    }
+  }
+  const tree = [pid];
+  for (let index = 0; index < tree.length; index += 1) tree.push(...(children.get(tree[index]!) ?? []));
+  return tree;
+}
+
+/** Summed VmRSS of a process tree, or undefined when the root is gone. */
+export function treeRssBytes(pid: number): number | undefined {
+  const pids = processTree(pid);
+  const root = rssBytes(pid);
+  if (root === undefined) return undefined;
+  return pids.slice(1).reduce((sum, child) => sum + (rssBytes(child) ?? 0), root);
+}
+
+/** Summed CPU seconds (user + system) of a process tree, or undefined when the root is gone. */
+export function treeCpuSeconds(pid: number): number | undefined {
+  const pids = processTree(pid);
+  const root = cpuSeconds(pid);
+  if (root === undefined) return undefined;
+  return pids.slice(1).reduce((sum, child) => sum + (cpuSeconds(child) ?? 0), root);
 }
 
 /** The open-file limit of a process (Linux /proc), or undefined. */
