@@ -101,6 +101,13 @@ function toolNotice(request: ProviderRequest): string {
   return `The built-in offline model (${request.model.id}) cannot call tools, so ${names} ${tools.length === 1 ? 'was' : 'were'} not called. `;
 }
 
+/** The length of `texts.join('\n')`, without building the string (a session's turns run to many kilobytes). */
+function joinedLength(texts: readonly string[]): number {
+  let length = texts.length > 0 ? texts.length - 1 : 0;
+  for (const text of texts) length += text.length;
+  return length;
+}
+
 /** True when a word (with its trailing space) ends a clause: its last visible character is , ; : . ! or ?. */
 function endsClause(word: string): boolean {
   let at = word.length - 1;
@@ -148,15 +155,15 @@ export class BuiltinProvider implements ChatProvider {
     const composed = composeAnswer(request);
     const { thinking } = composed;
     const answer = toolNotice(request) + composed.answer;
-    const prompt =
-      request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
+    const promptLength =
+      joinedLength(request.messages.map((message) => message.content)) + joinedLength(request.sources.map((source) => source.snippet));
     const words = answer.match(/\S+\s*/g) ?? [];
     const limit = Math.min(words.length, request.maxTokens ?? Number.POSITIVE_INFINITY);
     const opening: ProviderEvent[] = request.deepThinking ? [{ type: 'thinking', text: thinking }] : [];
     const finish: ProviderEvent = {
       type: 'finish',
       reason: limit < words.length ? 'length' : 'stop',
-      usage: { inputTokens: estimateTokens(prompt), outputTokens: limit },
+      usage: { inputTokens: estimateTokensFromChars(promptLength), outputTokens: limit },
     };
     if (this.delayMs === 0) {
       // Unpaced, the whole answer is one batch: nothing is waited for between clauses.
