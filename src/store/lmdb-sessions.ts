@@ -56,16 +56,13 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     const start = Math.max(meta.first, meta.next - Math.max(0, limit));
     const record = { session_id: sessionId, created: meta.created, updated: meta.updated, message_count: meta.next - meta.first };
     if (start >= meta.next) return { ...record, messages: [] };
+    const cached = this.cache.turns(key, meta, start);
+    if (cached) return { ...record, messages: cached };
     // The meta and the range are read in one read transaction, so the turns belong to this meta.
-    let all = this.cache.turns(key, meta);
-    if (!all) {
-      const read = this.range(owner, sessionId, start, meta.next);
-      // Only a whole session is remembered: a shorter page (a listing's `limit`) is not the tail the chat reads.
-      if (start !== meta.first) return { ...record, messages: read };
-      this.cache.remember(key, meta, read);
-      all = read;
-    }
-    return { ...record, messages: all.slice(start - meta.first) };
+    const read = this.range(owner, sessionId, start, meta.next);
+    // Only a whole session is remembered: a shorter page (a listing's `limit`) is not the tail the chat reads.
+    if (start === meta.first) this.cache.remember(key, meta, read.slice());
+    return { ...record, messages: read };
   }
 
   private range(owner: string, sessionId: string, start: number, end: number): SessionMessage[] {

@@ -20,8 +20,8 @@ export interface SessionVersion {
 }
 
 interface Entry extends SessionVersion {
-  /** The turns first..next-1, oldest first; shared with readers, so never mutated in place. */
-  messages: readonly SessionMessage[];
+  /** The turns first..next-1, oldest first. Readers get copies (`turns` slices), so appends edit it in place. */
+  messages: SessionMessage[];
   chars: number;
 }
 
@@ -51,8 +51,11 @@ export class SessionTurnCache {
     return `${owner.length}:${owner}${sessionId}`;
   }
 
-  /** The turns stored at `version`, or undefined when the entry is missing or describes another state. */
-  turns(key: string, version: SessionVersion): readonly SessionMessage[] | undefined {
+  /**
+   * The turns from sequence number `start` on as stored at `version` (a new array), or undefined
+   * when the entry is missing or describes another state.
+   */
+  turns(key: string, version: SessionVersion, start: number): SessionMessage[] | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     if (!sameVersion(entry, version)) {
@@ -62,21 +65,24 @@ export class SessionTurnCache {
     // Most recently used last: re-insert.
     this.entries.delete(key);
     this.entries.set(key, entry);
-    return entry.messages;
+    return entry.messages.slice(start - entry.first);
   }
 
-  /** Remembers the turns stored at `version` (all of first..next-1). */
-  remember(key: string, version: SessionVersion, messages: readonly SessionMessage[]): void {
+  /** Remembers the turns stored at `version` (all of first..next-1; the cache keeps the array given). */
+  remember(key: string, version: SessionVersion, messages: SessionMessage[]): void {
     this.drop(key);
-    const chars = charsOf(messages);
-    if (chars > this.maxChars) return;
     const { created, updated, first, next, tag } = version;
-    this.entries.set(key, { created, updated, first, next, tag, messages, chars });
-    this.chars += chars;
-    for (const [oldest, entry] of this.entries) {
+    this.insert(key, { created, updated, first, next, tag, messages, chars: charsOf(messages) });
+  }
+
+  private insert(key: string, entry: Entry): void {
+    if (entry.chars > this.maxChars) return;
+    this.entries.set(key, entry);
+    this.chars += entry.chars;
+    for (const [oldest, old] of this.entries) {
       if (this.chars <= this.maxChars) break;
       this.entries.delete(oldest);
-      this.chars -= entry.chars;
+      this.chars -= old.chars;
     }
   }
 
@@ -92,9 +98,18 @@ export class SessionTurnCache {
       return;
     }
     // Turns before.next..after.next-1 are the tail of `added` (skipped ones were never stored).
+    const { messages } = entry;
     const stored = added.slice(Math.max(0, added.length - (after.next - before.next)));
-    const kept = [...entry.messages.slice(Math.max(0, after.first - before.first)), ...stored];
-    this.remember(key, after, kept.slice(Math.max(0, kept.length - (after.next - after.first))));
+    for (const message of stored) messages.push(message);
+    const trimmed = messages.splice(0, Math.max(0, messages.length - (after.next - after.first)));
+    this.drop(key);
+    entry.chars += charsOf(stored) - charsOf(trimmed);
+    entry.created = after.created;
+    entry.updated = after.updated;
+    entry.first = after.first;
+    entry.next = after.next;
+    entry.tag = after.tag;
+    this.insert(key, entry);
   }
 
   /** Forgets a session (deleted or replaced). */
