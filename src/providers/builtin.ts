@@ -1,8 +1,9 @@
 /**
  * The offline, deterministic model `builtin-extractive`. With sources it answers by quoting the
  * sentences most relevant to the question, each cited as [n]; without any it says plainly that no
- * upstream model is configured and how to configure one. It streams word by word, optionally
- * paced, so every route works (and can be load-tested) with nothing configured.
+ * upstream model is configured and how to configure one. Paced, it streams word by word; unpaced,
+ * clause by clause (few deltas, each readable on its own), so every route works (and can be
+ * load-tested) with nothing configured.
  */
 import type { Source } from '../domain/types.js';
 import { abortableSleep } from '../upstream/abortable-sleep.js';
@@ -100,7 +101,50 @@ function toolNotice(request: ProviderRequest): string {
   return `The built-in offline model (${request.model.id}) cannot call tools, so ${names} ${tools.length === 1 ? 'was' : 'were'} not called. `;
 }
 
-/** The offline model: streams composeAnswer word by word. */
+/** The length of `texts.join('\n')`, without building the string (a session's turns run to many kilobytes). */
+function joinedLength(texts: readonly string[]): number {
+  let length = texts.length > 0 ? texts.length - 1 : 0;
+  for (const text of texts) length += text.length;
+  return length;
+}
+
+/** True when a word (with its trailing space) ends a clause: its last visible character is , ; : . ! or ?. */
+function endsClause(word: string): boolean {
+  let at = word.length - 1;
+  while (at > 0 && word.charCodeAt(at) <= 32) at -= 1;
+  switch (word.charCodeAt(at)) {
+    case 44: // ,
+    case 59: // ;
+    case 58: // :
+    case 46: // .
+    case 33: // !
+    case 63: // ?
+      return true;
+    default:
+      return false;
+  }
+}
+
+/**
+ * The words joined into clauses, each ending after a word that ends one. Every delta costs a trip
+ * through the pipeline and, when streamed, a frame: a clause keeps the stream progressive at a
+ * tenth of the events of one per word, and never splits a word.
+ */
+export function clausesOf(words: readonly string[]): string[] {
+  const clauses: string[] = [];
+  let clause = '';
+  for (const word of words) {
+    clause += word;
+    if (endsClause(word)) {
+      clauses.push(clause);
+      clause = '';
+    }
+  }
+  if (clause.length > 0) clauses.push(clause);
+  return clauses;
+}
+
+/** The offline model: streams composeAnswer word by word (paced) or clause by clause (unpaced). */
 export class BuiltinProvider implements ChatProvider {
   readonly name = 'builtin' as const;
 
@@ -111,19 +155,22 @@ export class BuiltinProvider implements ChatProvider {
     const composed = composeAnswer(request);
     const { thinking } = composed;
     const answer = toolNotice(request) + composed.answer;
-    const prompt =
-      request.messages.map((message) => message.content).join('\n') + request.sources.map((source) => source.snippet).join('\n');
+    const promptLength =
+      joinedLength(request.messages.map((message) => message.content)) + joinedLength(request.sources.map((source) => source.snippet));
     const words = answer.match(/\S+\s*/g) ?? [];
     const limit = Math.min(words.length, request.maxTokens ?? Number.POSITIVE_INFINITY);
     const opening: ProviderEvent[] = request.deepThinking ? [{ type: 'thinking', text: thinking }] : [];
     const finish: ProviderEvent = {
       type: 'finish',
       reason: limit < words.length ? 'length' : 'stop',
-      usage: { inputTokens: estimateTokens(prompt), outputTokens: limit },
+      usage: { inputTokens: estimateTokensFromChars(promptLength), outputTokens: limit },
     };
     if (this.delayMs === 0) {
-      // Unpaced, the whole answer is one batch: nothing is waited for between words.
-      yield [...opening, ...words.slice(0, limit).map((text): ProviderEvent => ({ type: 'delta', text })), finish];
+      // Unpaced, the whole answer is one batch: nothing is waited for between clauses.
+      const deltas = clausesOf(limit < words.length ? words.slice(0, limit) : words).map(
+        (text): ProviderEvent => ({ type: 'delta', text }),
+      );
+      yield [...opening, ...deltas, finish];
       return;
     }
     if (opening.length > 0) yield opening;

@@ -2,20 +2,21 @@
  * Owner-scoped chat sessions in LMDB. `sessions` maps [owner, session id] → meta (created,
  * updated, the first and next turn sequence numbers); `session-messages` maps
  * [owner, session id, seq] → one turn. The owner is part of every key, so another owner's session
- * id is simply absent: it cannot be read, appended to or deleted.
+ * id is simply absent: it cannot be read, appended to or deleted. Reads of a whole session are
+ * served from a per-process cache of decoded turns whenever the meta read shows it unchanged.
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
 import { entriesInPages } from './lmdb-pages.js';
+import { SessionTurnCache, type SessionVersion } from './session-turn-cache.js';
 import type { ExportedSession, RecordTransfer, SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
 
-interface SessionMeta {
-  created: string;
-  updated: string;
-  /** Sequence number of the oldest stored turn. */
-  first: number;
-  /** Sequence number the next turn gets. */
-  next: number;
+/** created, updated, the first kept and the next turn sequence numbers, and the tag drawn at creation. */
+type SessionMeta = SessionVersion;
+
+/** A random tag for a new session (sessions stored before tags existed have none). */
+function newTag(): number {
+  return Math.floor(Math.random() * 2 ** 48);
 }
 
 type MetaKey = [string, string];
@@ -23,31 +24,53 @@ type MessageKey = [string, string, number];
 
 /** Sessions a listing reads at most before sorting by recency. */
 const LIST_SCAN_LIMIT = 1000;
+/**
+ * Characters of decoded turns kept per process (about as many bytes for ASCII text): enough for the
+ * kept turns of a thousand busy sessions, so a working set read in turn stays cached.
+ */
+export const SESSION_CACHE_CHARS = 48 * 1024 * 1024;
 
 /** The LMDB-backed session store; keeps at most `maxTurns` turns per session (oldest dropped first). */
 export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSession> {
   private readonly meta: Database<SessionMeta, MetaKey>;
   private readonly messages: Database<SessionMessage, MessageKey>;
+  private readonly cache: SessionTurnCache;
 
   constructor(
     storage: LmdbStorage,
     private readonly maxTurns: number,
+    cacheChars = SESSION_CACHE_CHARS,
   ) {
     this.meta = storage.database<SessionMeta, MetaKey>('sessions');
     this.messages = storage.database<SessionMessage, MessageKey>('session-messages');
+    this.cache = new SessionTurnCache(cacheChars);
   }
 
   async get(owner: string, sessionId: string, limit = this.maxTurns): Promise<SessionRecord | undefined> {
+    const key = SessionTurnCache.keyOf(owner, sessionId);
     const meta = this.meta.get([owner, sessionId]);
-    if (!meta) return undefined;
-    const start = Math.max(meta.first, meta.next - Math.max(0, limit));
-    const messages: SessionMessage[] = [];
-    if (start < meta.next) {
-      for (const { value } of this.messages.getRange({ start: [owner, sessionId, start], end: [owner, sessionId, meta.next] })) {
-        messages.push(value);
-      }
+    if (!meta) {
+      this.cache.drop(key);
+      return undefined;
     }
-    return { session_id: sessionId, created: meta.created, updated: meta.updated, message_count: meta.next - meta.first, messages };
+    const start = Math.max(meta.first, meta.next - Math.max(0, limit));
+    const record = { session_id: sessionId, created: meta.created, updated: meta.updated, message_count: meta.next - meta.first };
+    if (start >= meta.next) return { ...record, messages: [] };
+    const cached = this.cache.turns(key, meta, start);
+    if (cached) return { ...record, messages: cached };
+    // The meta and the range are read in one read transaction, so the turns belong to this meta.
+    const read = this.range(owner, sessionId, start, meta.next);
+    // Only a whole session is remembered: a shorter page (a listing's `limit`) is not the tail the chat reads.
+    if (start === meta.first) this.cache.remember(key, meta, read.slice());
+    return { ...record, messages: read };
+  }
+
+  private range(owner: string, sessionId: string, start: number, end: number): SessionMessage[] {
+    const messages: SessionMessage[] = [];
+    for (const { value } of this.messages.getRange({ start: [owner, sessionId, start], end: [owner, sessionId, end] })) {
+      messages.push(value);
+    }
+    return messages;
   }
 
   async append(owner: string, sessionId: string, turns: SessionMessage[]): Promise<void> {
@@ -56,28 +79,42 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     const kept = turns.length > this.maxTurns ? turns.slice(turns.length - this.maxTurns) : turns;
     const skipped = turns.length - kept.length;
     const now = new Date().toISOString();
+    const written: SessionMessage[] = [];
+    let before: SessionMeta | undefined;
+    let after: SessionMeta | undefined;
     // One transaction: meta read, turns written, overflow trimmed, meta written. Concurrent appends
     // to one session therefore never share a sequence number or lose a turn.
     await this.meta.transaction(() => {
       const key: MetaKey = [owner, sessionId];
-      const meta = this.meta.get(key) ?? { created: now, updated: now, first: 0, next: 0 };
-      let next = meta.next + skipped;
+      const meta = this.meta.get(key);
+      const current = meta ?? { created: now, updated: now, first: 0, next: 0, tag: newTag() };
+      let next = current.next + skipped;
+      written.length = 0;
       for (const turn of kept) {
         const stored: SessionMessage = { role: turn.role, content: turn.content, timestamp: turn.timestamp };
         if (turn.tool_calls) stored.tool_calls = turn.tool_calls;
         if (turn.tool_call_id !== undefined) stored.tool_call_id = turn.tool_call_id;
         if (turn.incomplete) stored.incomplete = true;
         this.messages.put([owner, sessionId, next], stored);
+        written.push(stored);
         next += 1;
       }
       // Keep the newest maxTurns: old turns that fell below `first` are removed (skipped ones were never written).
-      const first = Math.max(meta.first, next - this.maxTurns);
-      for (let seq = meta.first; seq < Math.min(first, meta.next); seq += 1) this.messages.remove([owner, sessionId, seq]);
-      this.meta.put(key, { created: meta.created, updated: now, first, next });
+      const first = Math.max(current.first, next - this.maxTurns);
+      for (let seq = current.first; seq < Math.min(first, current.next); seq += 1) this.messages.remove([owner, sessionId, seq]);
+      before = meta;
+      after = { created: current.created, updated: now, first, next };
+      if (current.tag !== undefined) after.tag = current.tag;
+      this.meta.put(key, after);
     });
+    // Committed: a cached copy of the state appended to follows along; any other is dropped.
+    const cacheKey = SessionTurnCache.keyOf(owner, sessionId);
+    if (before && after) this.cache.appended(cacheKey, before, after, written);
+    else this.cache.drop(cacheKey);
   }
 
   async delete(owner: string, sessionId: string): Promise<boolean> {
+    this.cache.drop(SessionTurnCache.keyOf(owner, sessionId));
     return this.meta.transaction(() => {
       const key: MetaKey = [owner, sessionId];
       const meta = this.meta.get(key);
@@ -114,6 +151,7 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
   async importRecord(session: ExportedSession): Promise<void> {
     const { owner, session_id: sessionId, next } = session;
     const first = next - session.messages.length;
+    this.cache.drop(SessionTurnCache.keyOf(owner, sessionId));
     await this.meta.transaction(() => {
       const old = this.meta.get([owner, sessionId]);
       if (old) for (let seq = old.first; seq < old.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
