@@ -23,7 +23,7 @@ export const healthScenario: Scenario = {
   title: '/health vs bare uWS hello',
   async run(options: RunOptions): Promise<ScenarioResult> {
     const hello = await startNodeHelper('hello-uws', 'server', 'hello-uws.js', ['0']);
-    const server = await startColloquy();
+    const server = await startColloquy({ profileDir: options.profileDir });
     try {
       const connections = 50;
       const best = await compareSaturation(
