@@ -49,6 +49,13 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
   ['Referrer-Policy', 'no-referrer'],
   ['X-Frame-Options', 'DENY'],
 ];
+/**
+ * The security headers as lines that follow Content-Type's value: the native binding writes a
+ * header's name and value as given, so one writeHeader call carries all four lines (each call costs
+ * about 0.2 µs, whatever its length). Only these constants are joined so; values from elsewhere go
+ * through writeHeader one by one.
+ */
+const SECURITY_LINES = SECURITY_HEADERS.map(([name, value]) => `\r\n${name}: ${value}`).join('');
 
 const textDecoder = new TextDecoder();
 /** Request ids: a per-process random prefix and a counter, unique without a random draw per request. */
@@ -231,9 +238,8 @@ class UwsContext implements HttpContext {
     // Status first: any header written before it fixes the status at 200, which is why a 200 needs
     // no status call at all (one native call less on every ordinary reply).
     if (status !== 200) this.response.writeStatus(statusLine(status));
-    this.response.writeHeader('Content-Type', contentType);
+    this.response.writeHeader('Content-Type', contentType + SECURITY_LINES);
     this.response.writeHeader('X-Request-Id', this.request.id);
-    for (const [name, value] of SECURITY_HEADERS) this.response.writeHeader(name, value);
     if (headers) for (const name in headers) this.response.writeHeader(name, headers[name]!);
     if (this.corsOrigin) {
       const cors = corsHeaders(this.corsOrigin);
