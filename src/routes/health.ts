@@ -1,6 +1,7 @@
 /** GET /health: a real storage read plus the state of every configured provider. Never quota-counted. */
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
+import type { StorageHealth } from '../store/types.js';
 
 interface ProviderCheck {
   provider: string;
@@ -96,6 +97,28 @@ class ProviderSection {
   }
 }
 
+// storageJson writes these fields and no others: a field added to StorageHealth fails to compile here.
+type UnwrittenStorageField = Exclude<keyof StorageHealth, 'ok' | 'engine' | 'latency_ms' | 'detail'>;
+const everyStorageFieldWritten: [UnwrittenStorageField] extends [never] ? true : never = true;
+void everyStorageFieldWritten;
+
+let lastEngine = '';
+let lastEngineJson = '""';
+
+/**
+ * The storage check as JSON, the bytes JSON.stringify gives for the object (its keys in the order
+ * both engines build it), without JSON.stringify's generic walk, which cost about 0.5 µs a request.
+ */
+function storageJson(health: StorageHealth): string {
+  if (health.engine !== lastEngine) {
+    lastEngine = health.engine;
+    lastEngineJson = JSON.stringify(health.engine);
+  }
+  const latency = Number.isFinite(health.latency_ms) ? health.latency_ms : 'null';
+  const detail = health.detail === undefined ? '' : `,"detail":${JSON.stringify(health.detail)}`;
+  return `{"ok":${health.ok},"engine":${lastEngineJson},"latency_ms":${latency}${detail}}`;
+}
+
 const NO_CACHE = { 'Cache-Control': 'no-store' };
 const NOT_SERVING = { ...NO_CACHE, 'Retry-After': '5' };
 
@@ -124,7 +147,7 @@ export function healthRoutes(services: Services): Route[] {
         const draining = services.lifecycle.draining;
         const status = draining ? 'draining' : !storage.ok ? 'unavailable' : section.ok ? 'ok' : 'degraded';
         const uptime = Math.round((performance.now() - services.startedAt) / 1000);
-        const body = `{"status":"${status}${afterStatus}${uptime},"checks":{"storage":${JSON.stringify(storage)},"providers":${section.json}${capabilities}`;
+        const body = `{"status":"${status}${afterStatus}${uptime},"checks":{"storage":${storageJson(storage)},"providers":${section.json}${capabilities}`;
         const serving = storage.ok && !draining;
         context.send(serving ? 200 : 503, 'application/json', body, serving ? NO_CACHE : NOT_SERVING);
       },
