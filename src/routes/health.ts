@@ -2,6 +2,7 @@
 import type { Route } from '../http/types.js';
 import type { Services } from '../services.js';
 import type { StorageHealth } from '../store/types.js';
+import { NO_STORE } from './headers.js';
 
 interface ProviderCheck {
   provider: string;
@@ -119,8 +120,8 @@ function storageJson(health: StorageHealth): string {
   return `{"ok":${health.ok},"engine":${lastEngineJson},"latency_ms":${latency}${detail}}`;
 }
 
-const NO_CACHE = { 'Cache-Control': 'no-store' };
-const NOT_SERVING = { ...NO_CACHE, 'Retry-After': '5' };
+// Frozen constants: the server writes a frozen header set with Content-Type in one call.
+const NOT_SERVING: Readonly<Record<string, string>> = Object.freeze({ ...NO_STORE, 'Retry-After': '5' });
 
 export function healthRoutes(services: Services): Route[] {
   const providers = new ProviderSection(services);
@@ -149,7 +150,7 @@ export function healthRoutes(services: Services): Route[] {
         const uptime = Math.round((performance.now() - services.startedAt) / 1000);
         const body = `{"status":"${status}${afterStatus}${uptime},"checks":{"storage":${storageJson(storage)},"providers":${section.json}${capabilities}`;
         const serving = storage.ok && !draining;
-        context.send(serving ? 200 : 503, 'application/json', body, serving ? NO_CACHE : NOT_SERVING);
+        context.send(serving ? 200 : 503, 'application/json', body, serving ? NO_STORE : NOT_SERVING);
       },
     },
   ];
