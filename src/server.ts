@@ -113,20 +113,6 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     startedAt: performance.now(),
   };
 
-  // Label-bound children cached per (method, route, status): prom-client hashes the label set on
-  // every unbound call, which showed in the /health profile. Routes are templates, so this is small.
-  const seriesCache = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
-  const requestSeries = (method: string, route: string, status: number) => {
-    const key = `${method} ${route} ${status}`;
-    let series = seriesCache.get(key);
-    if (!series) {
-      const labels = { method, route, status: String(status) };
-      series = { count: metrics.httpRequests.labels(labels), duration: metrics.httpDuration.labels(labels) };
-      seriesCache.set(key, series);
-    }
-    return series;
-  };
-
   const http = new HttpServer({
     routes: buildRoutes(services),
     limits: { maxBytes: config.bodyLimitBytes, maxDepth: config.maxJsonDepth },
@@ -136,9 +122,7 @@ export async function startServer(config: Readonly<Config> = loadConfig(), optio
     cors: config.corsOrigins.length > 0 ? { origins: new Set(config.corsOrigins) } : undefined,
     errorBody: (path, error) => (isV1Path(path) ? openAiErrorBody(error) : error.toBody()),
     onRequestDone: (record) => {
-      const series = requestSeries(record.method, record.route, record.status);
-      series.count.inc();
-      series.duration.observe(record.durationMs / 1000);
+      metrics.httpRequests.series(record.method, record.route, record.status).record(record.durationMs / 1000);
       // Probes (/health, /metrics) are polled all day: their lines would drown the real traffic.
       const level = PROBE_ROUTES.has(record.route) && record.status < 500 ? 'debug' : 'info';
       if (!logger.isLevelEnabled(level)) return;

@@ -16,23 +16,24 @@ type BodyState = { kind: 'reading' } | { kind: 'complete'; body: Buffer } | { ki
 export class BodyCollector {
   private chunks: Buffer[] = [];
   private received = 0;
-  private state: BodyState = { kind: 'reading' };
   private waiters: Array<() => void> = [];
 
-  constructor(private readonly maxBytes: number) {}
+  constructor(
+    private readonly maxBytes: number,
+    private state: BodyState = { kind: 'reading' },
+  ) {}
 
-  /** A body that never arrives over the wire (no Content-Length, not chunked). */
-  static empty(maxBytes: number): BodyCollector {
-    const collector = new BodyCollector(maxBytes);
-    collector.state = { kind: 'complete', body: Buffer.alloc(0) };
-    return collector;
+  /**
+   * A body that never arrives over the wire (no Content-Length, not chunked). One shared instance:
+   * a complete collector never changes (push and abort ignore it) and its body has no bytes to alter.
+   */
+  static empty(): BodyCollector {
+    return EMPTY_BODY;
   }
 
   /** A body refused up front from its declared length, before a byte is read. */
   static refused(maxBytes: number, error: ApiError): BodyCollector {
-    const collector = new BodyCollector(maxBytes);
-    collector.state = { kind: 'failed', error };
-    return collector;
+    return new BodyCollector(maxBytes, { kind: 'failed', error });
   }
 
   /** Feeds one chunk; `chunk` must already be a copy (uWS neuters its buffer on return). */
@@ -77,6 +78,8 @@ export class BodyCollector {
     for (const wake of waiters) wake();
   }
 }
+
+const EMPTY_BODY = new BodyCollector(0, { kind: 'complete', body: Buffer.alloc(0) });
 
 /** The 413 error for a given limit. */
 export function tooLarge(maxBytes: number): ApiError {

@@ -20,7 +20,11 @@ interface PathEntry {
   template: string;
   segments: string[];
   methods: Map<string, Route>;
+  /** The answers of a static path per method, built once: a static route has no params to fill in. */
+  found: Map<string, RouteLookup>;
 }
+
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** Removes a trailing slash (except for `/`) so `/api/chat` and `/api/chat/` are one route. */
 function normalisePath(path: string): string {
@@ -42,7 +46,7 @@ export class Router {
     const isDynamic = segments.some((segment) => segment.startsWith(':'));
     let entry = isDynamic ? this.dynamicPaths.find((known) => known.template === path) : this.staticPaths.get(path);
     if (!entry) {
-      entry = { template: path, segments, methods: new Map() };
+      entry = { template: path, segments, methods: new Map(), found: new Map() };
       if (isDynamic) this.dynamicPaths.push(entry);
       else this.staticPaths.set(path, entry);
     }
@@ -54,8 +58,11 @@ export class Router {
   lookup(method: string, rawPath: string): RouteLookup {
     const path = normalisePath(rawPath);
     let entry = this.staticPaths.get(path);
-    let params: Record<string, string> = {};
-    if (!entry) {
+    let params = NO_PARAMS;
+    if (entry) {
+      const found = entry.found.get(method);
+      if (found) return found;
+    } else {
       const segments = path.split('/');
       for (const candidate of this.dynamicPaths) {
         const found = matchSegments(candidate.segments, segments);
@@ -74,7 +81,13 @@ export class Router {
       if (allow.includes('GET')) allow.push('HEAD');
       return { kind: 'method_not_allowed', route: entry.template, allow };
     }
-    return { kind: 'found', match: { route: entry.template, handler: route.handler, params, maxBodyBytes: route.maxBodyBytes } };
+    const found: RouteLookup = {
+      kind: 'found',
+      match: { route: entry.template, handler: route.handler, params, maxBodyBytes: route.maxBodyBytes },
+    };
+    // Only a method that found a route gets here, so the map stays as small as the route table.
+    if (params === NO_PARAMS) entry.found.set(method, found);
+    return found;
   }
 }
 
