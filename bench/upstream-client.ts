@@ -5,7 +5,7 @@
  * time this process reports is the client's own. Prints CPU µs per call (user + system) and the
  * wall-clock rate; stops by itself.
  *
- *   node dist/bench/upstream-client.js [--calls 5000] [--concurrency 20] [--chunks 8] [--warmup 500]
+ *   node dist/bench/upstream-client.js [--calls 5000] [--concurrency 20] [--chunks 8] [--size 6] [--warmup 500]
  */
 import { sseFrames } from '../src/upstream/frames.js';
 import { UpstreamClient } from '../src/upstream/stream-call.js';
@@ -19,6 +19,8 @@ function argValue(name: string, fallback: number): number {
 const calls = argValue('--calls', 5000);
 const concurrency = argValue('--concurrency', 20);
 const chunks = argValue('--chunks', 8);
+/** Characters of content per chunk. */
+const size = argValue('--size', 6);
 const warmup = argValue('--warmup', 500);
 const MAX_FRAME_BYTES = 1024 * 1024;
 
@@ -29,6 +31,8 @@ const mock = await startNodeHelper('mock upstream', 'load', 'mock-upstream.js', 
   String(chunks),
   '--interval-ms',
   '0',
+  '--size',
+  String(size),
 ]);
 const client = new UpstreamClient({
   connectTimeoutMs: 5000,
@@ -86,6 +90,7 @@ try {
       calls,
       concurrency,
       chunks,
+      size,
       cpu_us_per_call: round((cpu.user + cpu.system) / calls, 1),
       user_us_per_call: round(cpu.user / calls, 1),
       system_us_per_call: round(cpu.system / calls, 1),
