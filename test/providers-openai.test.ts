@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { fixture, parseSse, startUpstream, writeSplit, type ReplayUpstream } from './helpers/upstream-replay.js';
 
@@ -329,13 +330,18 @@ describe('openai-compatible upstream', () => {
         `${server.url}/api/chat/stream`,
         { method: 'POST', headers: { 'content-type': 'application/json' } },
         (incoming) => {
-          // Not reading for three idle timeouts: the server must wait for us, not give up on the upstream.
+          // Not reading for three idle timeouts, and until the server had to wait for us (on a busy
+          // machine filling the socket buffers takes longer): it must wait, not give up on the upstream.
           incoming.pause();
           const chunks: Buffer[] = [];
-          setTimeout(() => {
+          const pausedAt = performance.now();
+          const resumeWhenBlocked = async (): Promise<void> => {
+            while ((await backpressureWaits()) <= waitsBefore && performance.now() - pausedAt < 20_000) await sleep(50);
+            await sleep(Math.max(0, 900 - (performance.now() - pausedAt)));
             incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
             incoming.resume();
-          }, 900);
+          };
+          resumeWhenBlocked().catch(reject);
           incoming.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
           incoming.on('error', reject);
         },
