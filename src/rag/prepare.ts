@@ -82,3 +82,25 @@ export function prepareSections(sections: readonly Section[], title: string | un
   const { lengths, postings } = buildPostings(texts, options.stopWords);
   return { ok: true, content: { title, chars, texts, lengths, pages: paged ? pages : undefined, postings } };
 }
+
+/**
+ * A PrepareOutcome as it comes back from a worker thread: the postings' terms as one string
+ * ('\n' never occurs in a term), because structured cloning one string costs far less, on both
+ * threads, than cloning thousands of short ones.
+ */
+export type PackedPrepareOutcome =
+  | Exclude<PrepareOutcome, { ok: true }>
+  | { ok: true; content: Omit<PreparedContent, 'postings'> & { postings: Omit<DocumentPostings, 'terms'> & { terms: string } } };
+
+export function packOutcome(outcome: PrepareOutcome): PackedPrepareOutcome {
+  if (!outcome.ok) return outcome;
+  const { postings } = outcome.content;
+  return { ok: true, content: { ...outcome.content, postings: { ...postings, terms: postings.terms.join('\n') } } };
+}
+
+export function unpackOutcome(packed: PackedPrepareOutcome): PrepareOutcome {
+  if (!packed.ok) return packed;
+  const { postings } = packed.content;
+  const terms = postings.terms.length === 0 ? [] : postings.terms.split('\n');
+  return { ok: true, content: { ...packed.content, postings: { ...postings, terms } } };
+}
