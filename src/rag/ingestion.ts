@@ -26,7 +26,7 @@ import {
   type RagDatabases,
   type SegmentRecord,
 } from './index-store.js';
-import { ENTRY_BYTES } from './postings.js';
+import { ENTRY_BYTES, sortedOrder } from './postings.js';
 import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
@@ -144,12 +144,14 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
   }
   await yieldBetween();
   // Code-unit order, as the documents' own term lists and the stored keys.
-  const terms = byId.slice().sort();
+  const order = sortedOrder(byId);
   await yieldBetween();
-  const counts = new Uint32Array(terms.length);
-  const heads = new Int32Array(terms.length);
-  for (let at = 0; at < terms.length; at += 1) {
-    const id = ids.get(terms[at] as string) as number;
+  const terms: string[] = new Array(order.length);
+  const counts = new Uint32Array(order.length);
+  const heads = new Int32Array(order.length);
+  for (let at = 0; at < order.length; at += 1) {
+    const id = order[at] as number;
+    terms[at] = byId[id] as string;
     counts[at] = countById[id] as number;
     heads[at] = headById[id] as number;
   }
@@ -238,21 +240,29 @@ export class IndexWriter {
       // Document frequencies go in slices too: readers subtract a building segment's applied share
       // (pendingFrequencies), so the figures they see stay exact throughout.
       // Each slice is an asynchronous transaction: its callback runs on the main thread, its commit
-      // on lmdb-js's write thread.
+      // on lmdb-js's write thread. One is queued per event turn (so each is its own transaction)
+      // without waiting for the previous commit: lmdb-js runs them in order, and the write thread
+      // commits one while the main thread runs the next one's callback.
       const { df, segments } = this.databases;
+      const applied: Promise<unknown>[] = [];
       for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
         const to = Math.min(plan.terms.length, from + SLICE_WRITES);
-        await this.asyncTransaction(() => {
-          const record = segments.get(segment);
-          if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
-          for (let index = from; index < to; index += 1) {
-            const term = plan.terms[index] as string;
-            df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
-          }
-          this.counters.keys += to - from;
-          segments.put(segment, { ...record, df_applied: to });
-        });
+        if (from > 0) await yieldBetween();
+        applied.push(
+          this.asyncTransaction(() => {
+            const record = segments.get(segment);
+            if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
+            for (let index = from; index < to; index += 1) {
+              const term = plan.terms[index] as string;
+              df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
+            }
+            this.counters.keys += to - from;
+            segments.put(segment, { ...record, df_applied: to });
+          }),
+        );
       }
+      // All settled before a failure is reported, so none is still running when the segment is abandoned.
+      for (const outcome of await Promise.allSettled(applied)) if (outcome.status === 'rejected') throw outcome.reason;
       return this.transaction(() => this.publish(documents, segment, firstChunk));
     } catch (error) {
       // Nothing half-written becomes searchable: the segment is abandoned and swept by the merger.
