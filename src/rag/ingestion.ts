@@ -26,7 +26,7 @@ import {
   type RagDatabases,
   type SegmentRecord,
 } from './index-store.js';
-import { ENTRY_BYTES, sortedOrder } from './postings.js';
+import { ENTRY_BYTES, sortedOrder, termHash } from './postings.js';
 import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
@@ -95,6 +95,53 @@ function entryWords(entries: Uint8Array): Uint32Array {
 }
 
 /**
+ * Numbers distinct terms in order of first sight: an open-addressing table over the terms' hashes
+ * (brought from the worker thread with the postings), so a term already seen costs a hash
+ * comparison and one string comparison, not hashing the string again.
+ */
+class TermNumbers {
+  readonly terms: string[] = [];
+  private hashes = new Uint32Array(1024);
+  private slots = new Int32Array(2048).fill(-1);
+  private mask = 2047;
+
+  /** The number of `term` (whose termHash is `hash`), given on first sight. */
+  number(term: string, hash: number): number {
+    for (let slot = hash & this.mask; ; slot = (slot + 1) & this.mask) {
+      const id = this.slots[slot] as number;
+      if (id === -1) {
+        const added = this.terms.length;
+        this.terms.push(term);
+        if (added === this.hashes.length) this.grow();
+        this.hashes[added] = hash;
+        // At most half full: a free slot is near.
+        if (this.terms.length * 2 > this.slots.length) this.rehash();
+        else this.slots[slot] = added;
+        return added;
+      }
+      if (this.hashes[id] === hash && this.terms[id] === term) return id;
+    }
+  }
+
+  private grow(): void {
+    const hashes = new Uint32Array(this.hashes.length * 2);
+    hashes.set(this.hashes);
+    this.hashes = hashes;
+  }
+
+  /** Twice the slots, every term placed again (the last one added included). */
+  private rehash(): void {
+    this.slots = new Int32Array(this.slots.length * 2).fill(-1);
+    this.mask = this.slots.length - 1;
+    for (let id = 0; id < this.terms.length; id += 1) {
+      let slot = (this.hashes[id] as number) & this.mask;
+      while (this.slots[slot] !== -1) slot = (slot + 1) & this.mask;
+      this.slots[slot] = id;
+    }
+  }
+}
+
+/**
  * Plans a segment in steps that yield to the event loop (a batch of large documents holds
  * hundreds of thousands of terms): each distinct term gets a number on first sight, its
  * occurrences are chained in document order, and the distinct terms are sorted once.
@@ -102,8 +149,8 @@ function entryWords(entries: Uint8Array): Uint32Array {
 export async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
   let total = 0;
   for (const document of documents) total += document.content.postings.terms.length;
-  const ids = new Map<string, number>();
-  const byId: string[] = [];
+  const numbers = new TermNumbers();
+  const byId = numbers.terms;
   const documentOf = new Uint32Array(total);
   const indexIn = new Uint32Array(total);
   const next = new Int32Array(total);
@@ -113,16 +160,13 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
   let occurrence = 0;
   let work = 0;
   for (const [position, document] of documents.entries()) {
-    const { terms, offsets } = document.content.postings;
+    const { terms, offsets, hashes } = document.content.postings;
     for (let index = 0; index < terms.length; index += 1) {
       const term = terms[index] as string;
-      let id = ids.get(term);
-      if (id === undefined) {
-        id = byId.length;
-        ids.set(term, id);
-        byId.push(term);
-        headById[id] = occurrence;
-      } else next[tailById[id] as number] = occurrence;
+      const known = byId.length;
+      const id = numbers.number(term, hashes ? (hashes[index] as number) : termHash(term));
+      if (id === known) headById[id] = occurrence;
+      else next[tailById[id] as number] = occurrence;
       tailById[id] = occurrence;
       next[occurrence] = -1;
       countById[id] = (countById[id] as number) + (offsets[index + 1] as number) - (offsets[index] as number);

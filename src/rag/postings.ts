@@ -18,6 +18,15 @@ export interface DocumentPostings {
   offsets: Uint32Array;
   /** The entries, chunk offsets relative to the document's first chunk. */
   entries: Uint8Array;
+  /** termHash of each term (computed where the postings are built, a worker thread, so the writer need not hash the strings again). */
+  hashes?: Uint32Array | undefined;
+}
+
+/** A 32-bit hash of a term (FNV-1a over its code units). */
+export function termHash(term: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < term.length; index += 1) hash = Math.imul(hash ^ term.charCodeAt(index), 0x01000193);
+  return hash >>> 0;
 }
 
 /** Token lengths of the chunks, and the document's postings, from the chunks' text. */
@@ -91,7 +100,9 @@ export function buildPostings(chunks: readonly string[], stopWords: boolean): { 
     const ordinal = occurrenceChunk[at] as number;
     writeEntry(view, entry, ordinal, occurrenceTf[at] as number, lengths[ordinal] as number);
   }
-  return { lengths, postings: { terms, offsets, entries } };
+  const hashes = new Uint32Array(terms.length);
+  for (let rank = 0; rank < terms.length; rank += 1) hashes[rank] = termHash(terms[rank] as string);
+  return { lengths, postings: { terms, offsets, entries, hashes } };
 }
 
 /** Items sortedOrder numbers within a float's exact integers (keys are below 2^33, so key × 2^20 + index is exact). */
