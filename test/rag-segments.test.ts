@@ -12,6 +12,7 @@ import { after, describe, it } from 'node:test';
 import { planSegment, type DocumentToWrite } from '../src/rag/ingestion.js';
 import { KnowledgeBase, type DocumentInput } from '../src/rag/knowledge-base.js';
 import { buildPostings } from '../src/rag/postings.js';
+import { packOutcome, unpackOutcome, type PreparedContent } from '../src/rag/prepare.js';
 import { LmdbStorage } from '../src/store/lmdb.js';
 
 const directories: string[] = [];
@@ -235,8 +236,11 @@ describe('segment planning', () => {
         Array.from({ length: 400 }, (_, at) => words[(position * 811 + chunk * 97 + at * at) % words.length]).join(' '),
       );
       const { lengths, postings } = buildPostings(texts, false);
-      // Half the documents come without hashes (built elsewhere): the planner computes them.
-      if (position % 2 === 1) postings.hashes = undefined;
+      // Some documents come without hashes (built elsewhere): the planner computes them. Others come
+      // as from a worker thread (terms as one string, split only when read).
+      if (position % 3 === 1) postings.hashes = undefined;
+      const content: PreparedContent = { title: undefined, chars: 0, texts, lengths, pages: undefined, postings };
+      const received = position % 3 === 2 ? unpackOutcome(structuredClone(packOutcome({ ok: true, content }))) : undefined;
       return {
         id: String(position),
         key: String(position),
@@ -244,7 +248,7 @@ describe('segment planning', () => {
         url: undefined,
         collection: 'c',
         format: 'text',
-        content: { title: undefined, chars: 0, texts, lengths, pages: undefined, postings },
+        content: received?.ok ? received.content : content,
       };
     });
     const plan = await planSegment(documents, async () => {});

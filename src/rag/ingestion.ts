@@ -26,7 +26,7 @@ import {
   type RagDatabases,
   type SegmentRecord,
 } from './index-store.js';
-import { ENTRY_BYTES, sortedOrder, termHash } from './postings.js';
+import { ENTRY_BYTES, joinedTerms, sortedOrder, termCount, termHash } from './postings.js';
 import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
@@ -107,11 +107,17 @@ class TermNumbers {
 
   /** The number of `term` (whose termHash is `hash`), given on first sight. */
   number(term: string, hash: number): number {
+    return this.numberIn(term, 0, term.length, hash);
+  }
+
+  /** number() of text.slice(start, end), sliced only when the term is new. */
+  numberIn(text: string, start: number, end: number, hash: number): number {
+    const length = end - start;
     for (let slot = hash & this.mask; ; slot = (slot + 1) & this.mask) {
       const id = this.slots[slot] as number;
       if (id === -1) {
         const added = this.terms.length;
-        this.terms.push(term);
+        this.terms.push(start === 0 && end === text.length ? text : text.slice(start, end));
         if (added === this.hashes.length) this.grow();
         this.hashes[added] = hash;
         // At most half full: a free slot is near.
@@ -119,7 +125,10 @@ class TermNumbers {
         else this.slots[slot] = added;
         return added;
       }
-      if (this.hashes[id] === hash && this.terms[id] === term) return id;
+      if (this.hashes[id] === hash) {
+        const known = this.terms[id] as string;
+        if (known.length === length && text.startsWith(known, start)) return id;
+      }
     }
   }
 
@@ -148,7 +157,7 @@ class TermNumbers {
  */
 export async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
   let total = 0;
-  for (const document of documents) total += document.content.postings.terms.length;
+  for (const document of documents) total += termCount(document.content.postings);
   const numbers = new TermNumbers();
   const byId = numbers.terms;
   const documentOf = new Uint32Array(total);
@@ -160,11 +169,26 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
   let occurrence = 0;
   let work = 0;
   for (const [position, document] of documents.entries()) {
-    const { terms, offsets, hashes } = document.content.postings;
-    for (let index = 0; index < terms.length; index += 1) {
-      const term = terms[index] as string;
+    const { postings } = document.content;
+    const { offsets, hashes, termText } = postings;
+    const count = termCount(postings);
+    // Terms that came from a worker thread are read from their joined string: only a term not
+    // seen before in the segment becomes a string of its own.
+    const terms = hashes && termText !== undefined ? undefined : postings.terms;
+    let start = 0;
+    for (let index = 0; index < count; index += 1) {
       const known = byId.length;
-      const id = numbers.number(term, hashes ? (hashes[index] as number) : termHash(term));
+      let id: number;
+      if (terms) {
+        const term = terms[index] as string;
+        id = numbers.number(term, hashes ? (hashes[index] as number) : termHash(term));
+      } else {
+        const text = termText as string;
+        let end = text.indexOf('\n', start);
+        if (end < 0) end = text.length;
+        id = numbers.numberIn(text, start, end, (hashes as Uint32Array)[index] as number);
+        start = end + 1;
+      }
       if (id === known) headById[id] = occurrence;
       else next[tailById[id] as number] = occurrence;
       tailById[id] = occurrence;
@@ -174,7 +198,7 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
       indexIn[occurrence] = index;
       occurrence += 1;
     }
-    work += terms.length;
+    work += count;
     if (work >= PLAN_STEP) {
       work = 0;
       await yieldBetween();
@@ -435,10 +459,10 @@ export class IndexWriter {
       }
       const { postings } = document.content;
       const counts: number[] = [];
-      for (let index = 0; index < postings.terms.length; index += 1) {
+      for (let index = 0; index < termCount(postings); index += 1) {
         counts.push((postings.offsets[index + 1] as number) - (postings.offsets[index] as number));
       }
-      const terms = { terms: postings.terms.join('\n'), counts } satisfies DocumentTerms;
+      const terms = { terms: joinedTerms(postings), counts } satisfies DocumentTerms;
       pending.push(() => documentTerms.put(documentTermsKey(segment, document.id), terms));
       pendingBytes += terms.terms.length;
       chunk += texts.length;
@@ -551,7 +575,7 @@ export function segmentSize(documents: readonly DocumentToWrite[]): { collection
   let postingCount = 0;
   for (const document of documents) {
     chunkCount += document.content.texts.length;
-    postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
+    postingCount += document.content.postings.offsets[termCount(document.content.postings)] as number;
   }
   return { collection: (documents[0] as DocumentToWrite).collection, chunkCount, postingCount };
 }

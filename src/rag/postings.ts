@@ -18,8 +18,20 @@ export interface DocumentPostings {
   offsets: Uint32Array;
   /** The entries, chunk offsets relative to the document's first chunk. */
   entries: Uint8Array;
+  /** The terms joined by '\n', when they arrived that way from a worker thread (the stored term list is this string). */
+  termText?: string | undefined;
   /** termHash of each term (computed where the postings are built, a worker thread, so the writer need not hash the strings again). */
   hashes?: Uint32Array | undefined;
+}
+
+/** How many distinct terms a document's postings hold (without reading the term list). */
+export function termCount(postings: DocumentPostings): number {
+  return postings.offsets.length - 1;
+}
+
+/** A document's terms joined by '\n' (no term holds one), as its stored term list keeps them. */
+export function joinedTerms(postings: DocumentPostings): string {
+  return postings.termText ?? postings.terms.join('\n');
 }
 
 /** A 32-bit hash of a term (FNV-1a over its code units). */

@@ -6,7 +6,7 @@
  */
 import type { ErrorCode, ErrorDetail } from '../errors.js';
 import { chunkText } from './chunk.js';
-import { buildPostings, type DocumentPostings } from './postings.js';
+import { buildPostings, joinedTerms, type DocumentPostings } from './postings.js';
 
 /** How sections are cut and tokenised. */
 export interface ChunkOptions {
@@ -95,12 +95,23 @@ export type PackedPrepareOutcome =
 export function packOutcome(outcome: PrepareOutcome): PackedPrepareOutcome {
   if (!outcome.ok) return outcome;
   const { postings } = outcome.content;
-  return { ok: true, content: { ...outcome.content, postings: { ...postings, terms: postings.terms.join('\n') } } };
+  return { ok: true, content: { ...outcome.content, postings: { ...postings, terms: joinedTerms(postings) } } };
 }
 
 export function unpackOutcome(packed: PackedPrepareOutcome): PrepareOutcome {
   if (!packed.ok) return packed;
-  const { postings } = packed.content;
-  const terms = postings.terms.length === 0 ? [] : postings.terms.split('\n');
-  return { ok: true, content: { ...packed.content, postings: { ...postings, terms } } };
+  const { terms: termText, offsets, entries, hashes } = packed.content.postings;
+  // The list is split only if something reads it: the LMDB writer plans from the string itself.
+  let terms: string[] | undefined;
+  const postings: DocumentPostings = {
+    offsets,
+    entries,
+    hashes,
+    termText,
+    get terms() {
+      terms ??= termText.length === 0 ? [] : termText.split('\n');
+      return terms;
+    },
+  };
+  return { ok: true, content: { ...packed.content, postings } };
 }
