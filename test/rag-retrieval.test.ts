@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { chunkText } from '../src/rag/chunk.js';
 import { extractHtml, extractMarkdown, formatFromFileName, type DocumentFormat } from '../src/rag/extract.js';
 import type { KnowledgeBase } from '../src/rag/knowledge-base.js';
+import { sortedOrder } from '../src/rag/postings.js';
 import { tokenize } from '../src/rag/tokenize.js';
 import { ENGINES, engineStore } from './helpers/knowledge.js';
 import { bootServer, type TestServer } from './helpers/server.js';
@@ -133,6 +134,53 @@ describe('text pipeline', () => {
     assert.deepEqual(tokenize('Libraries and classes'), ['library', 'class']);
     assert.deepEqual(tokenize('東京都'), ['東京', '京都']);
     assert.deepEqual(tokenize('the and of', { stopWords: false }), ['the', 'and', 'of']);
+  });
+
+  it('tokenises ASCII text (its fast path) exactly as the general path does', () => {
+    // The same text with an accented word appended takes the general path; that word's term comes last.
+    const ascii = 'Servers\tRUN 42 jobs  in 3d, x9y; classes,bosses & libraries! ' + 'z'.repeat(48) + ' ' + 'q'.repeat(49) + ' us is bus';
+    for (const stopWords of [true, false]) {
+      const fast = tokenize(ascii, { stopWords });
+      const general = tokenize(`${ascii} é`, { stopWords });
+      assert.deepEqual(fast, general.slice(0, -1));
+      assert.equal(general.at(-1), 'e');
+    }
+    assert.deepEqual(tokenize('Servers RUN 42 jobs in 3d classes bosses us bus'), [
+      'server',
+      'run',
+      '42',
+      'job',
+      '3d',
+      'class',
+      'boss',
+      'us',
+      'bus',
+    ]);
+  });
+
+  it('orders terms as a plain sort does (sortedOrder)', () => {
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 16807) % 2147483647;
+      return seed / 2147483647;
+    };
+    const alphabet = ['a', 'b', 'ab', '\uffff', '\ufffe', '\u{1f600}', 'é', '0', '9', '東'];
+    for (let trial = 0; trial < 100; trial += 1) {
+      const set = new Set<string>();
+      const size = 1 + Math.floor(next() * 400);
+      while (set.size < size) {
+        let text = '';
+        const length = 1 + Math.floor(next() * 5);
+        for (let at = 0; at < length; at += 1)
+          text += trial % 3 === 0 ? String.fromCharCode(Math.floor(next() * 65536)) : alphabet[Math.floor(next() * alphabet.length)];
+        set.add(text);
+      }
+      const strings = [...set];
+      assert.deepEqual(
+        Array.from(sortedOrder(strings), (index) => strings[index]),
+        strings.slice().sort(),
+      );
+    }
   });
 
   it('extracts visible HTML text with entities decoded and block breaks kept', () => {

@@ -9,7 +9,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { planSegment, type DocumentToWrite } from '../src/rag/ingestion.js';
 import { KnowledgeBase, type DocumentInput } from '../src/rag/knowledge-base.js';
+import { buildPostings } from '../src/rag/postings.js';
+import { packOutcome, unpackOutcome, type PreparedContent } from '../src/rag/prepare.js';
 import { LmdbStorage } from '../src/store/lmdb.js';
 
 const directories: string[] = [];
@@ -222,5 +225,45 @@ describe('the segmented knowledge-base index', () => {
     assert.equal(storage.root.openDB({ name: 'rag-postings' }).getCount(), 0, 'the old postings are dropped');
     await knowledge.close();
     await storage.close();
+  });
+});
+
+describe('segment planning', () => {
+  it('numbers terms by their hashes (brought from the worker or computed) and plans as a map would', async () => {
+    const words = Array.from({ length: 3000 }, (_, index) => `w${(index * 7919) % 3001}`);
+    const documents: DocumentToWrite[] = Array.from({ length: 12 }, (_, position) => {
+      const texts = Array.from({ length: 3 }, (_, chunk) =>
+        Array.from({ length: 400 }, (_, at) => words[(position * 811 + chunk * 97 + at * at) % words.length]).join(' '),
+      );
+      const { lengths, postings } = buildPostings(texts, false);
+      // Some documents come without hashes (built elsewhere): the planner computes them. Others come
+      // as from a worker thread (terms as one string, split only when read).
+      if (position % 3 === 1) postings.hashes = undefined;
+      const content: PreparedContent = { title: undefined, chars: 0, texts, lengths, pages: undefined, postings };
+      const received = position % 3 === 2 ? unpackOutcome(structuredClone(packOutcome({ ok: true, content }))) : undefined;
+      return {
+        id: String(position),
+        key: String(position),
+        title: 't',
+        url: undefined,
+        collection: 'c',
+        format: 'text',
+        content: received?.ok ? received.content : content,
+      };
+    });
+    const plan = await planSegment(documents, async () => {});
+    const expected = new Map<string, number>();
+    for (const document of documents) {
+      const { terms, offsets } = document.content.postings;
+      terms.forEach((term, index) => {
+        expected.set(term, (expected.get(term) ?? 0) + (offsets[index + 1] as number) - (offsets[index] as number));
+      });
+    }
+    const sorted = [...expected.keys()].sort();
+    assert.deepEqual(plan.terms, sorted);
+    assert.deepEqual(
+      Array.from(plan.counts),
+      sorted.map((term) => expected.get(term)),
+    );
   });
 });

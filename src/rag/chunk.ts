@@ -53,6 +53,9 @@ function* sentences(paragraph: string): Generator<string> {
   }
 }
 
+/** White space other than single spaces: where collapsing runs of white space changes a line. */
+const NOT_SINGLE_SPACED = /[^\S ]| {2}/;
+
 /**
  * Normalises line endings and whitespace; paragraphs are separated by one blank line. Line breaks
  * inside a paragraph are kept (one per line): they are what tells list items, table rows and a
@@ -65,7 +68,7 @@ function normaliseParagraphs(text: string): string[] {
     .map((paragraph) =>
       paragraph
         .split('\n')
-        .map((line) => line.replace(/\s+/g, ' ').trim())
+        .map((line) => (NOT_SINGLE_SPACED.test(line) ? line.replace(/\s+/g, ' ') : line).trim())
         .filter((line) => line.length > 0)
         .join('\n'),
     )

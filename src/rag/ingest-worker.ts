@@ -4,12 +4,12 @@
  * outcomes, never throw: an error's code would not survive the trip back to the main thread.
  */
 import { extractSections, type ExtractTask, type ExtractOutcome } from './extract-sections.js';
-import { prepareSections, type ChunkTask, type PrepareOutcome } from './prepare.js';
+import { packOutcome, prepareSections, type ChunkTask, type PackedPrepareOutcome } from './prepare.js';
 
 export async function extract(task: ExtractTask): Promise<ExtractOutcome> {
   return extractSections(task);
 }
 
-export function chunk(task: ChunkTask): PrepareOutcome {
-  return prepareSections(task.sections, task.title, task);
+export function chunk(task: ChunkTask): PackedPrepareOutcome {
+  return packOutcome(prepareSections(task.sections, task.title, task));
 }

@@ -26,7 +26,7 @@ import {
   type RagDatabases,
   type SegmentRecord,
 } from './index-store.js';
-import { ENTRY_BYTES } from './postings.js';
+import { ENTRY_BYTES, joinedTerms, sortedOrder, termCount, termHash } from './postings.js';
 import type { PreparedContent } from './prepare.js';
 
 /** Keys written per transaction while a segment is built. */
@@ -95,15 +95,71 @@ function entryWords(entries: Uint8Array): Uint32Array {
 }
 
 /**
+ * Numbers distinct terms in order of first sight: an open-addressing table over the terms' hashes
+ * (brought from the worker thread with the postings), so a term already seen costs a hash
+ * comparison and one string comparison, not hashing the string again.
+ */
+class TermNumbers {
+  readonly terms: string[] = [];
+  private hashes = new Uint32Array(1024);
+  private slots = new Int32Array(2048).fill(-1);
+  private mask = 2047;
+
+  /** The number of `term` (whose termHash is `hash`), given on first sight. */
+  number(term: string, hash: number): number {
+    return this.numberIn(term, 0, term.length, hash);
+  }
+
+  /** number() of text.slice(start, end), sliced only when the term is new. */
+  numberIn(text: string, start: number, end: number, hash: number): number {
+    const length = end - start;
+    for (let slot = hash & this.mask; ; slot = (slot + 1) & this.mask) {
+      const id = this.slots[slot] as number;
+      if (id === -1) {
+        const added = this.terms.length;
+        this.terms.push(start === 0 && end === text.length ? text : text.slice(start, end));
+        if (added === this.hashes.length) this.grow();
+        this.hashes[added] = hash;
+        // At most half full: a free slot is near.
+        if (this.terms.length * 2 > this.slots.length) this.rehash();
+        else this.slots[slot] = added;
+        return added;
+      }
+      if (this.hashes[id] === hash) {
+        const known = this.terms[id] as string;
+        if (known.length === length && text.startsWith(known, start)) return id;
+      }
+    }
+  }
+
+  private grow(): void {
+    const hashes = new Uint32Array(this.hashes.length * 2);
+    hashes.set(this.hashes);
+    this.hashes = hashes;
+  }
+
+  /** Twice the slots, every term placed again (the last one added included). */
+  private rehash(): void {
+    this.slots = new Int32Array(this.slots.length * 2).fill(-1);
+    this.mask = this.slots.length - 1;
+    for (let id = 0; id < this.terms.length; id += 1) {
+      let slot = (this.hashes[id] as number) & this.mask;
+      while (this.slots[slot] !== -1) slot = (slot + 1) & this.mask;
+      this.slots[slot] = id;
+    }
+  }
+}
+
+/**
  * Plans a segment in steps that yield to the event loop (a batch of large documents holds
  * hundreds of thousands of terms): each distinct term gets a number on first sight, its
  * occurrences are chained in document order, and the distinct terms are sorted once.
  */
 export async function planSegment(documents: readonly DocumentToWrite[], yieldBetween: () => Promise<void>): Promise<SegmentPlan> {
   let total = 0;
-  for (const document of documents) total += document.content.postings.terms.length;
-  const ids = new Map<string, number>();
-  const byId: string[] = [];
+  for (const document of documents) total += termCount(document.content.postings);
+  const numbers = new TermNumbers();
+  const byId = numbers.terms;
   const documentOf = new Uint32Array(total);
   const indexIn = new Uint32Array(total);
   const next = new Int32Array(total);
@@ -113,16 +169,28 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
   let occurrence = 0;
   let work = 0;
   for (const [position, document] of documents.entries()) {
-    const { terms, offsets } = document.content.postings;
-    for (let index = 0; index < terms.length; index += 1) {
-      const term = terms[index] as string;
-      let id = ids.get(term);
-      if (id === undefined) {
-        id = byId.length;
-        ids.set(term, id);
-        byId.push(term);
-        headById[id] = occurrence;
-      } else next[tailById[id] as number] = occurrence;
+    const { postings } = document.content;
+    const { offsets, hashes, termText } = postings;
+    const count = termCount(postings);
+    // Terms that came from a worker thread are read from their joined string: only a term not
+    // seen before in the segment becomes a string of its own.
+    const terms = hashes && termText !== undefined ? undefined : postings.terms;
+    let start = 0;
+    for (let index = 0; index < count; index += 1) {
+      const known = byId.length;
+      let id: number;
+      if (terms) {
+        const term = terms[index] as string;
+        id = numbers.number(term, hashes ? (hashes[index] as number) : termHash(term));
+      } else {
+        const text = termText as string;
+        let end = text.indexOf('\n', start);
+        if (end < 0) end = text.length;
+        id = numbers.numberIn(text, start, end, (hashes as Uint32Array)[index] as number);
+        start = end + 1;
+      }
+      if (id === known) headById[id] = occurrence;
+      else next[tailById[id] as number] = occurrence;
       tailById[id] = occurrence;
       next[occurrence] = -1;
       countById[id] = (countById[id] as number) + (offsets[index + 1] as number) - (offsets[index] as number);
@@ -130,7 +198,7 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
       indexIn[occurrence] = index;
       occurrence += 1;
     }
-    work += terms.length;
+    work += count;
     if (work >= PLAN_STEP) {
       work = 0;
       await yieldBetween();
@@ -144,12 +212,14 @@ export async function planSegment(documents: readonly DocumentToWrite[], yieldBe
   }
   await yieldBetween();
   // Code-unit order, as the documents' own term lists and the stored keys.
-  const terms = byId.slice().sort();
+  const order = sortedOrder(byId);
   await yieldBetween();
-  const counts = new Uint32Array(terms.length);
-  const heads = new Int32Array(terms.length);
-  for (let at = 0; at < terms.length; at += 1) {
-    const id = ids.get(terms[at] as string) as number;
+  const terms: string[] = new Array(order.length);
+  const counts = new Uint32Array(order.length);
+  const heads = new Int32Array(order.length);
+  for (let at = 0; at < order.length; at += 1) {
+    const id = order[at] as number;
+    terms[at] = byId[id] as string;
     counts[at] = countById[id] as number;
     heads[at] = headById[id] as number;
   }
@@ -238,21 +308,29 @@ export class IndexWriter {
       // Document frequencies go in slices too: readers subtract a building segment's applied share
       // (pendingFrequencies), so the figures they see stay exact throughout.
       // Each slice is an asynchronous transaction: its callback runs on the main thread, its commit
-      // on lmdb-js's write thread.
+      // on lmdb-js's write thread. One is queued per event turn (so each is its own transaction)
+      // without waiting for the previous commit: lmdb-js runs them in order, and the write thread
+      // commits one while the main thread runs the next one's callback.
       const { df, segments } = this.databases;
+      const applied: Promise<unknown>[] = [];
       for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
         const to = Math.min(plan.terms.length, from + SLICE_WRITES);
-        await this.asyncTransaction(() => {
-          const record = segments.get(segment);
-          if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
-          for (let index = from; index < to; index += 1) {
-            const term = plan.terms[index] as string;
-            df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
-          }
-          this.counters.keys += to - from;
-          segments.put(segment, { ...record, df_applied: to });
-        });
+        if (from > 0) await yieldBetween();
+        applied.push(
+          this.asyncTransaction(() => {
+            const record = segments.get(segment);
+            if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
+            for (let index = from; index < to; index += 1) {
+              const term = plan.terms[index] as string;
+              df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
+            }
+            this.counters.keys += to - from;
+            segments.put(segment, { ...record, df_applied: to });
+          }),
+        );
       }
+      // All settled before a failure is reported, so none is still running when the segment is abandoned.
+      for (const outcome of await Promise.allSettled(applied)) if (outcome.status === 'rejected') throw outcome.reason;
       return this.transaction(() => this.publish(documents, segment, firstChunk));
     } catch (error) {
       // Nothing half-written becomes searchable: the segment is abandoned and swept by the merger.
@@ -381,10 +459,10 @@ export class IndexWriter {
       }
       const { postings } = document.content;
       const counts: number[] = [];
-      for (let index = 0; index < postings.terms.length; index += 1) {
+      for (let index = 0; index < termCount(postings); index += 1) {
         counts.push((postings.offsets[index + 1] as number) - (postings.offsets[index] as number));
       }
-      const terms = { terms: postings.terms.join('\n'), counts } satisfies DocumentTerms;
+      const terms = { terms: joinedTerms(postings), counts } satisfies DocumentTerms;
       pending.push(() => documentTerms.put(documentTermsKey(segment, document.id), terms));
       pendingBytes += terms.terms.length;
       chunk += texts.length;
@@ -497,7 +575,7 @@ export function segmentSize(documents: readonly DocumentToWrite[]): { collection
   let postingCount = 0;
   for (const document of documents) {
     chunkCount += document.content.texts.length;
-    postingCount += document.content.postings.offsets[document.content.postings.terms.length] as number;
+    postingCount += document.content.postings.offsets[termCount(document.content.postings)] as number;
   }
   return { collection: (documents[0] as DocumentToWrite).collection, chunkCount, postingCount };
 }

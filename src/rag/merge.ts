@@ -67,7 +67,8 @@ class BlockCursor {
     if (this.buffer.length === 0 && !this.exhausted) {
       const end = `${this.segment.key}\u0001`;
       for (const { key, value } of this.databases.blocks.getRange({ start: this.resume, end, limit: READ_SLICE })) {
-        this.buffer.push({ term: key.slice(this.segment.key.length + 1), block: Buffer.from(value) });
+        // A binary value read in a range is already the reader's own copy.
+        this.buffer.push({ term: key.slice(this.segment.key.length + 1), block: value });
         this.resume = `${key}\u0000`;
       }
       if (this.buffer.length < READ_SLICE) this.exhausted = true;

@@ -6,7 +6,7 @@
  */
 import type { ErrorCode, ErrorDetail } from '../errors.js';
 import { chunkText } from './chunk.js';
-import { buildPostings, type DocumentPostings } from './postings.js';
+import { buildPostings, joinedTerms, type DocumentPostings } from './postings.js';
 
 /** How sections are cut and tokenised. */
 export interface ChunkOptions {
@@ -81,4 +81,37 @@ export function prepareSections(sections: readonly Section[], title: string | un
   }
   const { lengths, postings } = buildPostings(texts, options.stopWords);
   return { ok: true, content: { title, chars, texts, lengths, pages: paged ? pages : undefined, postings } };
+}
+
+/**
+ * A PrepareOutcome as it comes back from a worker thread: the postings' terms as one string
+ * ('\n' never occurs in a term), because structured cloning one string costs far less, on both
+ * threads, than cloning thousands of short ones.
+ */
+export type PackedPrepareOutcome =
+  | Exclude<PrepareOutcome, { ok: true }>
+  | { ok: true; content: Omit<PreparedContent, 'postings'> & { postings: Omit<DocumentPostings, 'terms'> & { terms: string } } };
+
+export function packOutcome(outcome: PrepareOutcome): PackedPrepareOutcome {
+  if (!outcome.ok) return outcome;
+  const { postings } = outcome.content;
+  return { ok: true, content: { ...outcome.content, postings: { ...postings, terms: joinedTerms(postings) } } };
+}
+
+export function unpackOutcome(packed: PackedPrepareOutcome): PrepareOutcome {
+  if (!packed.ok) return packed;
+  const { terms: termText, offsets, entries, hashes } = packed.content.postings;
+  // The list is split only if something reads it: the LMDB writer plans from the string itself.
+  let terms: string[] | undefined;
+  const postings: DocumentPostings = {
+    offsets,
+    entries,
+    hashes,
+    termText,
+    get terms() {
+      terms ??= termText.length === 0 ? [] : termText.split('\n');
+      return terms;
+    },
+  };
+  return { ok: true, content: { ...packed.content, postings } };
 }

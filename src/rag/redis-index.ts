@@ -49,7 +49,7 @@ import {
   type IngestResult,
   type WriteCounters,
 } from './ingestion.js';
-import { ENTRY_BYTES } from './postings.js';
+import { ENTRY_BYTES, joinedTerms, termCount } from './postings.js';
 import type { ChunkOptions } from './prepare.js';
 import { RedisMerger } from './redis-merge.js';
 import { RedisCommands } from './redis-commands.js';
@@ -146,12 +146,12 @@ export class RedisIndex implements IndexBackend {
         if (vector) vectors.push([String(chunk + ordinal), Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength)]);
       });
       const counts: number[] = [];
-      for (let index = 0; index < postings.terms.length; index += 1) {
+      for (let index = 0; index < termCount(postings); index += 1) {
         counts.push((postings.offsets[index + 1] as number) - (postings.offsets[index] as number));
       }
       documentTerms.push([
         documentTermsKey(segment, document.id),
-        JSON.stringify({ terms: postings.terms.join('\n'), counts } satisfies DocumentTerms),
+        JSON.stringify({ terms: joinedTerms(postings), counts } satisfies DocumentTerms),
       ]);
       chunk += texts.length;
     }

@@ -29,6 +29,11 @@ function foldText(text: string): string {
  */
 function foldPlural(word: string): string {
   if (word.length <= 3 || !LATIN_WORD.test(word)) return word;
+  return foldLatinPlural(word);
+}
+
+/** foldPlural for a word known to be lower-case Latin letters only, longer than three. */
+function foldLatinPlural(word: string): string {
   if (word.endsWith('ies') && word.length > 4) return `${word.slice(0, -3)}y`;
   if (word.endsWith('sses')) return word.slice(0, -2);
   if (word.endsWith('s') && !word.endsWith('ss') && !word.endsWith('us') && !word.endsWith('is')) return word.slice(0, -1);
@@ -45,10 +50,49 @@ function cjkBigrams(run: string, out: string[]): void {
   for (let index = 0; index + 1 < chars.length; index += 1) out.push(chars[index]! + chars[index + 1]!);
 }
 
+const NON_ASCII = /[\u0080-\uffff]/;
+
+/**
+ * tokenize for ASCII text, which most documents are: compatibility normalisation and accent
+ * stripping leave it as it is, its letters and digits are [a-z0-9] once lower-cased and it has no
+ * CJK, so words are found by a scan of character codes instead of a Unicode regular expression.
+ * The terms are exactly those of the general path.
+ */
+function tokenizeAscii(text: string, dropStopWords: boolean, terms: string[]): string[] {
+  const lower = text.toLowerCase();
+  const length = lower.length;
+  let start = -1;
+  let digits = false;
+  for (let index = 0; index <= length; index += 1) {
+    const code = index < length ? lower.charCodeAt(index) : 0;
+    if (code >= 97 && code <= 122) {
+      if (start < 0) {
+        start = index;
+        digits = false;
+      }
+      continue;
+    }
+    if (code >= 48 && code <= 57) {
+      if (start < 0) start = index;
+      digits = true;
+      continue;
+    }
+    if (start < 0) continue;
+    const size = index - start;
+    if (size <= MAX_TOKEN_LENGTH) {
+      const word = lower.slice(start, index);
+      if (!dropStopWords || !ENGLISH_STOP_WORDS.has(word)) terms.push(size <= 3 || digits ? word : foldLatinPlural(word));
+    }
+    start = -1;
+  }
+  return terms;
+}
+
 /** The index terms of a text, in order, duplicates kept (term frequency matters). */
 export function tokenize(text: string, options: TokenizeOptions = {}): string[] {
   const dropStopWords = options.stopWords ?? true;
   const terms: string[] = [];
+  if (!NON_ASCII.test(text)) return tokenizeAscii(text, dropStopWords, terms);
   for (const match of foldText(text).matchAll(WORD)) {
     const word = match[0];
     if (CJK.test(word)) {
@@ -75,11 +119,4 @@ export function tokenize(text: string, options: TokenizeOptions = {}): string[] 
     terms.push(foldPlural(word));
   }
   return terms;
-}
-
-/** Term → count for one text. */
-export function termFrequencies(text: string, options: TokenizeOptions = {}): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const term of tokenize(text, options)) counts.set(term, (counts.get(term) ?? 0) + 1);
-  return counts;
 }

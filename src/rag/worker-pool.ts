@@ -6,7 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 import { extractSections, type ExtractOutcome, type ExtractTask } from './extract-sections.js';
-import { prepareSections, type ChunkTask, type PrepareOutcome } from './prepare.js';
+import { prepareSections, unpackOutcome, type ChunkTask, type PackedPrepareOutcome, type PrepareOutcome } from './prepare.js';
 
 export interface Preparer {
   extract(task: ExtractTask, signal?: AbortSignal): Promise<ExtractOutcome>;
@@ -39,7 +39,7 @@ export function createPreparer(threads: number): Preparer {
   });
   return {
     extract: (task, signal) => pool.run(task, { name: 'extract', signal }) as Promise<ExtractOutcome>,
-    chunk: (task, signal) => pool.run(task, { name: 'chunk', signal }) as Promise<PrepareOutcome>,
+    chunk: async (task, signal) => unpackOutcome((await pool.run(task, { name: 'chunk', signal })) as PackedPrepareOutcome),
     close: () => pool.destroy(),
   };
 }
