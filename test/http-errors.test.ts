@@ -91,6 +91,39 @@ describe('the HTTP layer', () => {
     socket.destroy();
   });
 
+  it('reads a body whose declared length arrives in many small writes, byte for byte', async () => {
+    const text = 'ünïcode and ascii '.repeat(2000);
+    const payload = Buffer.from(JSON.stringify({ text }));
+    const socket = await openSocket(port);
+    socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`);
+    for (let offset = 0; offset < payload.length; offset += 997) {
+      socket.write(payload.subarray(offset, offset + 997));
+      if (offset % (997 * 8) === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    const reply = await readUntil(socket, '"}}');
+    assert.match(reply, /^HTTP\/1\.1 200/);
+    const body = Buffer.from(reply.slice(reply.indexOf('\r\n\r\n') + 4), 'latin1').toString('utf8');
+    assert.deepEqual(JSON.parse(body), { received: { text } });
+    socket.destroy();
+  });
+
+  it('reads a chunked body of several chunks, byte for byte', async () => {
+    const payload = Buffer.from(JSON.stringify({ parts: Array.from({ length: 300 }, (_, index) => `part ${index}`) }));
+    const socket = await openSocket(port);
+    socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+    for (let offset = 0; offset < payload.length; offset += 1000) {
+      const piece = payload.subarray(offset, offset + 1000);
+      socket.write(`${piece.length.toString(16)}\r\n`);
+      socket.write(piece);
+      socket.write('\r\n');
+    }
+    socket.write('0\r\n\r\n');
+    const reply = await readUntil(socket, ']}}');
+    assert.match(reply, /^HTTP\/1\.1 200/);
+    assert.deepEqual(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)), { received: JSON.parse(payload.toString()) });
+    socket.destroy();
+  });
+
   it('refuses a chunked body as soon as it passes the limit, without waiting for the rest', async () => {
     const socket = await openSocket(port);
     socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');

@@ -17,11 +17,46 @@ export class BodyCollector {
   private chunks: Buffer[] = [];
   private received = 0;
   private waiters: Array<() => void> = [];
+  /** The whole body's buffer when its length was declared: chunks are copied into it as they come. */
+  private whole: Buffer | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private state: BodyState = { kind: 'reading' },
-  ) {}
+    declaredLength?: number,
+  ) {
+    if (declaredLength !== undefined && declaredLength > 0 && declaredLength <= maxBytes) this.whole = Buffer.allocUnsafe(declaredLength);
+  }
+
+  /**
+   * Feeds one chunk the caller does not own (uWS reuses it after the callback): with a declared
+   * length it is copied into the body's one buffer, otherwise into a chunk of its own.
+   */
+  copy(chunk: ArrayBuffer, isLast: boolean): void {
+    const whole = this.whole;
+    if (this.state.kind !== 'reading') return;
+    if (whole === undefined || this.received + chunk.byteLength > whole.length) {
+      // No declared length, or more bytes than it said: collected chunk by chunk.
+      this.spill();
+      this.push(Buffer.from(chunk.slice(0)), isLast);
+      return;
+    }
+    whole.set(new Uint8Array(chunk), this.received);
+    this.received += chunk.byteLength;
+    if (!isLast) return;
+    this.whole = undefined;
+    this.settle({ kind: 'complete', body: this.received === whole.length ? whole : whole.subarray(0, this.received) });
+  }
+
+  /** Moves what the declared-length buffer holds into the chunk list (the fallback path). */
+  private spill(): void {
+    const whole = this.whole;
+    if (whole === undefined) return;
+    this.whole = undefined;
+    const received = this.received;
+    this.received = 0;
+    if (received > 0) this.push(whole.subarray(0, received), false);
+  }
 
   /**
    * A body that never arrives over the wire (no Content-Length, not chunked). One shared instance:

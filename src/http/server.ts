@@ -516,10 +516,11 @@ export class HttpServer {
     } else if (!chunked) {
       return BodyCollector.empty();
     }
-    const collector = new BodyCollector(maxBytes);
+    // With a declared length every chunk is copied once, straight into one buffer of that size.
+    const collector = new BodyCollector(maxBytes, { kind: 'reading' }, chunked ? undefined : Number(declared));
     response.onData((chunk, isLast) => {
-      // uWS neuters the ArrayBuffer after this callback: copy it.
-      collector.push(Buffer.from(chunk.slice(0)), isLast);
+      // uWS neuters the ArrayBuffer after this callback: the collector copies what it keeps.
+      collector.copy(chunk, isLast);
     });
     return collector;
   }

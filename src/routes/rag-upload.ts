@@ -7,6 +7,7 @@
 import busboy from 'busboy';
 import * as v from 'valibot';
 import { parseWith } from '../auth/validation.js';
+import { loopBusyFor, nextTurn } from '../core/loop-share.js';
 import { ApiError } from '../errors.js';
 import type { HttpContext } from '../http/types.js';
 import { formatFromFileName, type DocumentFormat } from '../rag/extract.js';
@@ -45,6 +46,9 @@ interface UploadedFile {
   format: DocumentFormat;
   bytes: Buffer;
 }
+
+/** Longest run of upload parsing before the event loop is let through. */
+const LOOP_SHARE_MS = 5;
 
 function isMultipart(contentType: string | undefined): boolean {
   return contentType?.split(';', 1)[0]?.trim().toLowerCase() === 'multipart/form-data';
@@ -131,7 +135,11 @@ async function documentsOf(
 ): Promise<{ inputs: DocumentInput[]; names: string[]; multipart: boolean }> {
   const contentType = context.request.headers['content-type'];
   if (isMultipart(contentType)) {
-    const { files, collection } = await parseMultipart(contentType as string, await context.readBody(), services.config.rag.maxFileBytes);
+    const body = await context.readBody();
+    // Many uploads that finish arriving together resume on one run of microtasks: each parse
+    // waits for the next turn once the run has gone on too long, so /health and chats get in.
+    if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
+    const { files, collection } = await parseMultipart(contentType as string, body, services.config.rag.maxFileBytes);
     const inputs = files.map((file) => ({
       // No title: the document's own (<title>, first heading, PDF metadata), else the file name.
       title: '',
