@@ -88,16 +88,14 @@ function probeBatch(sample: () => number, title: string): DocumentInput[] {
   }));
 }
 
+/** Chunk size above a paragraph's length and below two: one paragraph is one chunk. */
+const KNOWLEDGE_OPTIONS = { chunkSize: 1000, chunkOverlap: 0, minScore: 0, threads: Number(process.env.RAG_THREADS ?? 1) };
+
 /** Ingests `batch()` into a knowledge base of its own (the scenario's settings) and removes it. */
 async function warmUp(batch: () => DocumentInput[]): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'colloquy-bench-rag-warm-'));
   const storage = new LmdbStorage(dir);
-  const knowledge = new KnowledgeBase(storage, {
-    chunkSize: 1000,
-    chunkOverlap: 0,
-    minScore: 0,
-    threads: Number(process.env.RAG_THREADS ?? 1),
-  });
+  const knowledge = new KnowledgeBase(storage, KNOWLEDGE_OPTIONS);
   try {
     await knowledge.addMany(batch());
     await knowledge.settle();
@@ -116,21 +114,9 @@ export const ragScenario: Scenario = {
     const sizes = options.quick ? [1_000, 10_000] : [1_000, 10_000, 100_000, ...(options.scale ? [1_000_000] : [])];
     const dir = mkdtempSync(join(tmpdir(), 'colloquy-bench-rag-'));
     const storage = new LmdbStorage(dir);
-    // Chunk size above a paragraph's length and below two: one paragraph is one chunk.
-    const knowledge = new KnowledgeBase(storage, {
-      chunkSize: 1000,
-      chunkOverlap: 0,
-      minScore: 0,
-      threads: Number(process.env.RAG_THREADS ?? 1),
-    });
+    const knowledge = new KnowledgeBase(storage, KNOWLEDGE_OPTIONS);
     // The same index read without the scan bound: what the bound costs in quality and saves in time.
-    const exhaustive = new KnowledgeBase(storage, {
-      chunkSize: 1000,
-      chunkOverlap: 0,
-      minScore: 0,
-      scanLimit: Number.MAX_SAFE_INTEGER,
-      threads: 0,
-    });
+    const exhaustive = new KnowledgeBase(storage, { ...KNOWLEDGE_OPTIONS, scanLimit: Number.MAX_SAFE_INTEGER, threads: 0 });
     const next = random(42);
     const sample = zipfSampler(next);
     // Vocabulary ranks fit 16 bits: a million paragraphs of word ranks stay at 300 MB.

@@ -138,7 +138,7 @@ describe('text pipeline', () => {
 
   it('tokenises ASCII text (its fast path) exactly as the general path does', () => {
     // The same text with an accented word appended takes the general path; that word's term comes last.
-    const ascii = 'Servers\tRUN 42 jobs  in 3d, x9y; classes,bosses & libraries! ' + 'z'.repeat(48) + ' ' + 'q'.repeat(49) + ' us is bus';
+    const ascii = `Servers\tRUN 42 jobs  in 3d, x9y; classes,bosses & libraries! ${'z'.repeat(48)} ${'q'.repeat(49)} us is bus`;
     for (const stopWords of [true, false]) {
       const fast = tokenize(ascii, { stopWords });
       const general = tokenize(`${ascii} é`, { stopWords });
