@@ -10,6 +10,9 @@ export interface BodyLimits {
   maxDepth: number;
 }
 
+/** Largest declared body given its whole buffer before its bytes arrive. */
+const PREALLOCATED_BYTES = 1024 * 1024;
+
 type BodyState = { kind: 'reading' } | { kind: 'complete'; body: Buffer } | { kind: 'failed'; error: ApiError };
 
 /** Accumulates one request body; the handler awaits it only when it needs it. */
@@ -25,7 +28,11 @@ export class BodyCollector {
     private state: BodyState = { kind: 'reading' },
     declaredLength?: number,
   ) {
-    if (declaredLength !== undefined && declaredLength > 0 && declaredLength <= maxBytes) this.whole = Buffer.allocUnsafe(declaredLength);
+    // Only small bodies get their buffer up front: a declared length is a claim, and memory for a
+    // large one is taken as its bytes arrive.
+    if (declaredLength !== undefined && declaredLength > 0 && declaredLength <= Math.min(maxBytes, PREALLOCATED_BYTES)) {
+      this.whole = Buffer.allocUnsafe(declaredLength);
+    }
   }
 
   /**
