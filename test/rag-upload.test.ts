@@ -265,6 +265,64 @@ describe('uploading files to the knowledge base', () => {
     assert.deepEqual(lines[4], { type: 'summary', status: 201, indexed: 1, failed: 0, chunks: 1 });
   });
 
+  it('parses an upload that arrives slowly in small chunked pieces, and refuses one that passes the upload limit mid-way', async () => {
+    const encode = async (body: FormData) => {
+      const request = new Request('http://encoder.invalid/', { method: 'POST', body });
+      return { bytes: new Uint8Array(await request.arrayBuffer()), type: request.headers.get('content-type') as string };
+    };
+    // Sent with Transfer-Encoding: chunked, a kilobyte at a time with pauses: the server parses as it comes.
+    const trickle = (bytes: Uint8Array) => {
+      let offset = 0;
+      return new ReadableStream<Uint8Array>({
+        async pull(controller: ReadableStreamDefaultController<Uint8Array>) {
+          // A refused upload cancels the stream; pull is then not called again.
+          if (offset % (1024 * 16) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+          controller.enqueue(bytes.slice(offset, offset + 1024));
+          offset += 1024;
+          if (offset >= bytes.length) controller.close();
+        },
+      });
+    };
+    const notes = 'Slow uploads arrive in many pieces. The kettle in room four is descaled every Friday.\n'.repeat(600);
+    const upload = await encode(
+      form(
+        [
+          ['kettle.txt', notes, 'text/plain'],
+          ['small.md', '# Small\nA second file.'],
+        ],
+        'slow',
+      ),
+    );
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': upload.type },
+      body: trickle(upload.bytes),
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(response.status, 201, await response.clone().text());
+    const reply = (await response.json()) as { documents: Array<{ document_id: string; chunks: number }> };
+    assert.equal(reply.documents.length, 2);
+    const passages = await server.services.knowledge.retrieve('kettle descaled', { topK: 1, collection: 'slow' });
+    assert.match(passages[0]?.text ?? '', /kettle in room four is descaled every Friday/);
+
+    const oversized = await encode(
+      form([
+        ['big.txt', 'x'.repeat(150_000)],
+        ['big2.txt', 'y'.repeat(150_000)],
+        ['big3.txt', 'z'.repeat(150_000)],
+      ]),
+    );
+    const refused = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': oversized.type },
+      body: trickle(oversized.bytes),
+      duplex: 'half',
+    } as RequestInit);
+    const { status, code } = await refusal(refused);
+    assert.deepEqual([status, code], [413, 'payload_too_large']);
+    assert.equal((await server.services.knowledge.retrieve('xxxx', { topK: 1 })).length, 0);
+  });
+
   it('replaces a file uploaded again under the same name into the same collection', async () => {
     const first = (await (
       await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at noon.']], 'faq') })

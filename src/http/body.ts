@@ -22,6 +22,12 @@ export class BodyCollector {
   private waiters: Array<() => void> = [];
   /** The whole body's buffer when its length was declared: chunks are copied into it as they come. */
   private whole: Buffer | undefined;
+  /** True once pieces() took the body over: it is handed out as it arrives, never joined. */
+  private streamed = false;
+  /** What pieces() handed out: bytes of `whole`, or entries of `chunks` once collected chunk by chunk. */
+  private delivered = 0;
+  /** Wakes pieces() when bytes arrived or the body ended. */
+  private progress: (() => void) | undefined;
 
   constructor(
     private readonly maxBytes: number,
@@ -50,8 +56,10 @@ export class BodyCollector {
     }
     whole.set(new Uint8Array(chunk), this.received);
     this.received += chunk.byteLength;
-    if (!isLast) return;
-    this.whole = undefined;
+    if (!isLast) {
+      this.wakeProgress();
+      return;
+    }
     this.settle({ kind: 'complete', body: this.received === whole.length ? whole : whole.subarray(0, this.received) });
   }
 
@@ -60,9 +68,10 @@ export class BodyCollector {
     const whole = this.whole;
     if (whole === undefined) return;
     this.whole = undefined;
-    const received = this.received;
-    this.received = 0;
-    if (received > 0) this.push(whole.subarray(0, received), false);
+    // Bytes pieces() already handed out are not handed out again; from here `delivered` counts chunks.
+    const start = this.streamed ? this.delivered : 0;
+    this.delivered = 0;
+    if (this.received > start) this.chunks.push(whole.subarray(start, this.received));
   }
 
   /**
@@ -88,7 +97,13 @@ export class BodyCollector {
       return;
     }
     if (chunk.length > 0) this.chunks.push(chunk);
-    if (isLast) {
+    if (!isLast) {
+      this.wakeProgress();
+      return;
+    }
+    // A streamed body is never joined: pieces() hands out the chunks it has not yet.
+    if (this.streamed) this.settle({ kind: 'complete', body: EMPTY });
+    else {
       const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.received);
       this.chunks = [];
       this.settle({ kind: 'complete', body });
@@ -113,15 +128,64 @@ export class BodyCollector {
     return this.state.body;
   }
 
+  /**
+   * The body as it arrives, piece by piece, for a consumer that parses as it goes (uploads); rejects
+   * with the ApiError that stopped the body. Once called, `bytes()` is not available.
+   */
+  async *pieces(): AsyncGenerator<Buffer> {
+    if (!this.streamed && this.state.kind === 'complete') {
+      if (this.state.body.length > 0) yield this.state.body;
+      return;
+    }
+    this.streamed = true;
+    for (;;) {
+      const whole = this.whole;
+      if (whole !== undefined) {
+        if (this.received > this.delivered) {
+          const piece = whole.subarray(this.delivered, this.received);
+          this.delivered = this.received;
+          yield piece;
+          continue;
+        }
+      } else if (this.delivered < this.chunks.length) {
+        const piece = this.chunks[this.delivered] as Buffer;
+        // Handed out: the collector keeps nothing of it.
+        this.chunks[this.delivered] = EMPTY;
+        this.delivered += 1;
+        yield piece;
+        continue;
+      }
+      if (this.state.kind === 'failed') throw this.state.error;
+      if (this.state.kind === 'complete') {
+        // A declared-length body ends with its whole buffer as the body: the rest of it is the last piece.
+        const { body } = this.state;
+        if (whole === undefined && body.length > this.delivered && this.chunks.length === 0) yield body.subarray(this.delivered);
+        this.chunks = [];
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        this.progress = resolve;
+      });
+    }
+  }
+
+  private wakeProgress(): void {
+    const wake = this.progress;
+    this.progress = undefined;
+    wake?.();
+  }
+
   private settle(state: BodyState): void {
     this.state = state;
     const waiters = this.waiters;
     this.waiters = [];
     for (const wake of waiters) wake();
+    this.wakeProgress();
   }
 }
 
-const EMPTY_BODY = new BodyCollector(0, { kind: 'complete', body: Buffer.alloc(0) });
+const EMPTY = Buffer.alloc(0);
+const EMPTY_BODY = new BodyCollector(0, { kind: 'complete', body: EMPTY });
 
 /** The 413 error for a given limit. */
 export function tooLarge(maxBytes: number): ApiError {

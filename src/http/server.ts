@@ -180,8 +180,8 @@ class UwsContext implements HttpContext {
     return parseJsonBody(this.request.headers['content-type'], bytes, this.server.limits);
   }
 
-  readBody(): Promise<Buffer> {
-    return this.body.bytes();
+  bodyPieces(): AsyncIterable<Buffer> {
+    return this.body.pieces();
   }
 
   json(status: number, body: unknown, headers?: Headers): void {

@@ -50,8 +50,11 @@ export interface HttpContext {
    * With `optional`, an empty body yields undefined instead of an error.
    */
   readJson(options?: { optional?: boolean }): Promise<unknown>;
-  /** The raw body, within the route's byte limit (file uploads). */
-  readBody(): Promise<Buffer>;
+  /**
+   * The raw body as it arrives, piece by piece, within the route's byte limit (file uploads parse
+   * it as it comes); rejects with the error that stopped it.
+   */
+  bodyPieces(): AsyncIterable<Buffer>;
   /** Sends a JSON reply. */
   json(status: number, body: unknown, headers?: Headers): void;
   /** Sends any complete body with the given content type. */

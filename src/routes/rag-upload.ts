@@ -66,28 +66,30 @@ function mebibytes(bytes: number): string {
 /** The files and the collection of a multipart body; refuses the whole request on a limit or an unreadable type. */
 async function parseMultipart(
   contentType: string,
-  body: Buffer,
+  pieces: AsyncIterable<Buffer>,
   maxFileBytes: number,
 ): Promise<{ files: UploadedFile[]; collection: string | undefined }> {
   const files: UploadedFile[] = [];
   let collection: string | undefined;
   const problems: ApiError[] = [];
-  await new Promise<void>((resolve, reject) => {
-    let parser: busboy.Busboy;
-    try {
-      parser = busboy({
-        headers: { 'content-type': contentType },
-        limits: { fileSize: maxFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024, parts: 1100 },
-      });
-    } catch (error) {
-      reject(new ApiError('invalid_request', `The multipart body cannot be read: ${(error as Error).message}.`));
-      return;
-    }
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: { 'content-type': contentType },
+      limits: { fileSize: maxFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024, parts: 1100 },
+    });
+  } catch (error) {
+    throw new ApiError('invalid_request', `The multipart body cannot be read: ${(error as Error).message}.`);
+  }
+  let broken: ApiError | undefined;
+  const parsed = new Promise<void>((resolve, reject) => {
     parser.on('file', (_field, stream, info) => {
       const name = info.filename || 'upload';
       const chunks: Buffer[] = [];
       let truncated = false;
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      // A body cut off mid-file (a limit passed, the client gone) ends the parse with its own error.
+      stream.on('error', () => undefined);
       stream.on('limit', () => {
         truncated = true;
       });
@@ -112,10 +114,28 @@ async function parseMultipart(
       if (field === 'collection') collection = value;
     });
     parser.on('filesLimit', () => problems.push(new ApiError('payload_too_large', 'An upload may hold at most 1000 files.')));
-    parser.on('error', (error: Error) => reject(new ApiError('invalid_request', `The multipart body cannot be read: ${error.message}.`)));
+    parser.on('error', (error: Error) => {
+      broken = new ApiError('invalid_request', `The multipart body cannot be read: ${error.message}.`);
+      reject(broken);
+    });
     parser.on('close', () => resolve());
-    parser.end(body);
   });
+  // Parsed as it arrives, a turn at a time when the loop is busy: many uploads that arrive together
+  // never leave their whole parsing for the moment their last bytes land.
+  parsed.catch(() => undefined);
+  try {
+    for await (const piece of pieces) {
+      if (broken) break;
+      parser.write(piece);
+      if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
+    }
+  } catch (error) {
+    parser.destroy();
+    throw error;
+  }
+  if (broken) throw broken;
+  parser.end();
+  await parsed;
   const refusal = problems.find((problem) => problem.code === 'payload_too_large') ?? problems[0];
   if (refusal) throw refusal;
   if (collection !== undefined && !COLLECTION_PATTERN.test(collection)) {
@@ -135,11 +155,7 @@ async function documentsOf(
 ): Promise<{ inputs: DocumentInput[]; names: string[]; multipart: boolean }> {
   const contentType = context.request.headers['content-type'];
   if (isMultipart(contentType)) {
-    const body = await context.readBody();
-    // Many uploads that finish arriving together resume on one run of microtasks: each parse
-    // waits for the next turn once the run has gone on too long, so /health and chats get in.
-    if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
-    const { files, collection } = await parseMultipart(contentType as string, body, services.config.rag.maxFileBytes);
+    const { files, collection } = await parseMultipart(contentType as string, context.bodyPieces(), services.config.rag.maxFileBytes);
     const inputs = files.map((file) => ({
       // No title: the document's own (<title>, first heading, PDF metadata), else the file name.
       title: '',
