@@ -112,6 +112,10 @@ describe('the dashboard pickers and overview in a browser', () => {
     userPage = await openPage();
     await signIn(userPage, 'user', userKey);
     await userPage.getByRole('heading', { name: 'Playground' }).waitFor();
+    // The lists are filled from the API after the page shows: wait for their last entries.
+    await userPage.locator('#playground-model option[value="house-notes"]').waitFor({ state: 'attached' });
+    await userPage.locator('#playground-collection option[value="press"]').waitFor({ state: 'attached' });
+    await userPage.locator('#playground-quota-text', { hasText: '50 of 50 left' }).waitFor();
 
     const models = await userPage
       .locator('#playground-model option')
