@@ -1,17 +1,19 @@
 /**
  * One background job run as passes, one at a time (the segment merges of both engines): a
  * schedule while a pass runs queues exactly one more, a failed pass is reported and the next
- * schedule tries again, and close() stops after the current step.
+ * schedule tries again, and close() stops after the current step. A merger extends it with its
+ * pass and its way of reporting a failed one.
  */
-export class BackgroundPasses {
+export abstract class BackgroundPasses {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
 
-  constructor(
-    private readonly pass: () => Promise<void>,
-    private readonly onError: (error: unknown) => void,
-  ) {}
+  /** One pass: it checks `closed` between its steps. */
+  protected abstract pass(): Promise<void>;
+
+  /** Reports a pass that failed (the next schedule tries again). */
+  protected abstract failed(error: unknown): void;
 
   /** True once close() was called: a pass checks it between steps. */
   get closed(): boolean {
@@ -48,7 +50,7 @@ export class BackgroundPasses {
         await this.pass();
       } while (this.again && !this.stopped);
     } catch (error) {
-      this.onError(error);
+      this.failed(error);
     }
   }
 }

@@ -94,11 +94,7 @@ function processAlive(pid: number): boolean {
 }
 
 /** Runs merges and clean-up in the background, one pass at a time. */
-export class SegmentMerger {
-  private readonly passes = new BackgroundPasses(
-    () => this.pass(),
-    (error) => this.logger?.error({ err: error }, 'knowledge-base merge failed; it is retried on the next write'),
-  );
+export class SegmentMerger extends BackgroundPasses {
   /** Postings copied by merges (the bench's write amplification figure). */
   copiedPostings = 0;
 
@@ -107,25 +103,12 @@ export class SegmentMerger {
     private readonly writer: IndexWriter,
     private readonly yieldBetween: () => Promise<void>,
     private readonly logger?: Logger | undefined,
-  ) {}
-
-  /** Starts a pass when none runs (another is queued when one does). */
-  schedule(): void {
-    this.passes.schedule();
+  ) {
+    super();
   }
 
-  /** Resolves when no pass is running or queued. */
-  idle(): Promise<void> {
-    return this.passes.idle();
-  }
-
-  /** Stops after the current step; what is left is picked up at the next start. */
-  close(): Promise<void> {
-    return this.passes.close();
-  }
-
-  private get closed(): boolean {
-    return this.passes.closed;
+  protected failed(error: unknown): void {
+    this.logger?.error({ err: error }, 'knowledge-base merge failed; it is retried on the next write');
   }
 
   /**
@@ -144,7 +127,7 @@ export class SegmentMerger {
   }
 
   /** Merges until no tier is full, then removes what merges and deletes left behind. */
-  private async pass(): Promise<void> {
+  protected async pass(): Promise<void> {
     while (!this.closed && (await this.mergeOnce())) {
       // Merge until no tier is full.
     }

@@ -35,18 +35,20 @@ interface Named {
   record: RedisSegmentRecord;
 }
 
-export class RedisMerger {
+export class RedisMerger extends BackgroundPasses {
   copiedPostings = 0;
-  // Redis away or a node's lock lost: the next write schedules another pass.
-  private readonly passes = new BackgroundPasses(
-    () => this.pass(),
-    (error) => this.logger?.warn({ err: error }, 'knowledge-base merge stopped'),
-  );
 
   constructor(
     private readonly redis: RedisCommands,
     private readonly logger: Logger | undefined,
-  ) {}
+  ) {
+    super();
+  }
+
+  /** Redis away or a node's lock lost: the next write schedules another pass. */
+  protected failed(error: unknown): void {
+    this.logger?.warn({ err: error }, 'knowledge-base merge stopped');
+  }
 
   /** Every segment, ordered by key (the order they were made). */
   async segments(): Promise<RedisSegmentRecord[]> {
@@ -59,26 +61,8 @@ export class RedisMerger {
     return named.sort((left, right) => (left.key < right.key ? -1 : 1));
   }
 
-  /** Starts a pass (or another one after the running pass). */
-  schedule(): void {
-    this.passes.schedule();
-  }
-
-  /** Resolves when no pass is running. */
-  idle(): Promise<void> {
-    return this.passes.idle();
-  }
-
-  close(): Promise<void> {
-    return this.passes.close();
-  }
-
-  private get closed(): boolean {
-    return this.passes.closed;
-  }
-
   /** Under the lock: removes stale unpublished segments, then merges while a tier is full. */
-  private async pass(): Promise<void> {
+  protected async pass(): Promise<void> {
     const token = randomUUID();
     const locked = await this.redis.send<string | null>(['SET', this.redis.key('merge-lock'), token, 'NX', 'PX', String(LOCK_MS)]);
     if (locked !== 'OK') return;
