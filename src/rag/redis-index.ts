@@ -40,16 +40,9 @@ import {
   type DocumentRecord,
   type DocumentTerms,
 } from './index-store.js';
-import {
-  copyTermBlock,
-  documentRecord,
-  planSegment,
-  segmentSize,
-  type DocumentToWrite,
-  type IngestResult,
-  type WriteCounters,
-} from './ingestion.js';
+import { documentRecord, segmentSize, type DocumentToWrite, type IngestResult, type WriteCounters } from './ingestion.js';
 import { ENTRY_BYTES, joinedTerms, termCount } from './postings.js';
+import { copyTermBlock, planSegment } from './segment-plan.js';
 import type { ChunkOptions } from './prepare.js';
 import { RedisMerger } from './redis-merge.js';
 import { RedisCommands } from './redis-commands.js';
