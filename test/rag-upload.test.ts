@@ -266,14 +266,13 @@ describe('uploading files to the knowledge base', () => {
   });
 
   it('parses an upload that arrives slowly in small chunked pieces, and refuses one that passes the upload limit mid-way', async () => {
-    const encode = async (body: FormData) => {
-      const request = new Request('http://encoder.invalid/', { method: 'POST', body });
-      return { bytes: new Uint8Array(await request.arrayBuffer()), type: request.headers.get('content-type') as string };
-    };
-    // Sent with Transfer-Encoding: chunked, a kilobyte at a time with pauses: the server parses as it comes.
-    const trickle = (bytes: Uint8Array) => {
+    // The form encoded as fetch would send it, then sent with Transfer-Encoding: chunked, a kilobyte
+    // at a time with pauses: the server parses as it comes.
+    const sendSlowly = async (body: FormData): Promise<Response> => {
+      const encoded = new Request('http://encoder.invalid/', { method: 'POST', body });
+      const bytes = new Uint8Array(await encoded.arrayBuffer());
       let offset = 0;
-      return new ReadableStream<Uint8Array>({
+      const trickle = new ReadableStream<Uint8Array>({
         async pull(controller: ReadableStreamDefaultController<Uint8Array>) {
           // A refused upload cancels the stream; pull is then not called again.
           if (offset % (1024 * 16) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -282,9 +281,15 @@ describe('uploading files to the knowledge base', () => {
           if (offset >= bytes.length) controller.close();
         },
       });
+      return server.fetch('/api/rag/documents', {
+        method: 'POST',
+        headers: { ...auth, 'content-type': encoded.headers.get('content-type') as string },
+        body: trickle,
+        duplex: 'half',
+      } as RequestInit);
     };
     const notes = 'Slow uploads arrive in many pieces. The kettle in room four is descaled every Friday.\n'.repeat(600);
-    const upload = await encode(
+    const response = await sendSlowly(
       form(
         [
           ['kettle.txt', notes, 'text/plain'],
@@ -293,31 +298,19 @@ describe('uploading files to the knowledge base', () => {
         'slow',
       ),
     );
-    const response = await server.fetch('/api/rag/documents', {
-      method: 'POST',
-      headers: { ...auth, 'content-type': upload.type },
-      body: trickle(upload.bytes),
-      duplex: 'half',
-    } as RequestInit);
     assert.equal(response.status, 201, await response.clone().text());
     const reply = (await response.json()) as { documents: Array<{ document_id: string; chunks: number }> };
     assert.equal(reply.documents.length, 2);
     const passages = await server.services.knowledge.retrieve('kettle descaled', { topK: 1, collection: 'slow' });
     assert.match(passages[0]?.text ?? '', /kettle in room four is descaled every Friday/);
 
-    const oversized = await encode(
+    const refused = await sendSlowly(
       form([
         ['big.txt', 'x'.repeat(150_000)],
         ['big2.txt', 'y'.repeat(150_000)],
         ['big3.txt', 'z'.repeat(150_000)],
       ]),
     );
-    const refused = await server.fetch('/api/rag/documents', {
-      method: 'POST',
-      headers: { ...auth, 'content-type': oversized.type },
-      body: trickle(oversized.bytes),
-      duplex: 'half',
-    } as RequestInit);
     const { status, code } = await refusal(refused);
     assert.deepEqual([status, code], [413, 'payload_too_large']);
     assert.equal((await server.services.knowledge.retrieve('xxxx', { topK: 1 })).length, 0);
