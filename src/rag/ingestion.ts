@@ -11,7 +11,6 @@
  * document's stored term list, so BM25 figures stay exactly those of an index built from scratch.
  */
 import type { RootDatabase } from 'lmdb';
-import type { DocumentFormat } from './extract.js';
 import {
   blockKey,
   documentTermsKey,
@@ -27,28 +26,14 @@ import {
   type SegmentRecord,
 } from './index-store.js';
 import { ENTRY_BYTES, joinedTerms, termCount } from './postings.js';
-import type { PreparedContent } from './prepare.js';
-import { copyTermBlock, planSegment, type SegmentPlan } from './segment-plan.js';
+import { copyTermBlock, type DocumentToWrite, planSegment, type SegmentPlan } from './segment-plan.js';
 
 /** Keys written per transaction while a segment is built. */
 const SLICE_WRITES = 2000;
 /** Bytes of values written per transaction while a segment is built. */
 const SLICE_BYTES = 256 * 1024;
 
-/** A document ready to be written: its identity and its prepared content. */
-export interface DocumentToWrite {
-  id: string;
-  key: string;
-  title: string;
-  url: string | undefined;
-  collection: string;
-  format: DocumentFormat;
-  content: PreparedContent;
-  vectors?: Float32Array[] | undefined;
-  pages?: number | undefined;
-  /** When it was first indexed (an imported document keeps its time); default: when it is published. */
-  indexedAt?: string | undefined;
-}
+export type { DocumentToWrite } from './segment-plan.js';
 
 export interface IngestResult {
   document_id: string;

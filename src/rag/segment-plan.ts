@@ -4,8 +4,24 @@
  * terms sorted once; then each term's block copied out as 32-bit words. Shared by both engines'
  * writers (ingestion.ts for LMDB, redis-index.ts for Redis).
  */
-import type { DocumentToWrite } from './ingestion.js';
+import type { DocumentFormat } from './extract.js';
 import { sortedOrder, termCount, termHash } from './postings.js';
+import type { PreparedContent } from './prepare.js';
+
+/** A document ready to be written: its identity and its prepared content. */
+export interface DocumentToWrite {
+  id: string;
+  key: string;
+  title: string;
+  url: string | undefined;
+  collection: string;
+  format: DocumentFormat;
+  content: PreparedContent;
+  vectors?: Float32Array[] | undefined;
+  pages?: number | undefined;
+  /** When it was first indexed (an imported document keeps its time); default: when it is published. */
+  indexedAt?: string | undefined;
+}
 
 /** Term insertions between yields while a segment is planned. */
 const PLAN_STEP = 20_000;
