@@ -316,6 +316,35 @@ describe('uploading files to the knowledge base', () => {
     assert.equal((await server.services.knowledge.retrieve('xxxx', { topK: 1 })).length, 0);
   });
 
+  it('reads every file of one body byte for byte, a file that is most of the body and small ones beside it', async () => {
+    // A PDF and a Word file are parsed from their exact bytes; the text file holds what a boundary
+    // begins with, so a parser that lost or moved a byte would show it.
+    const pages = Array.from(
+      { length: 40 },
+      (_, page) => `Ledger page ${page + 1}\nThe ledger of the harbour office lists ship ${page + 1}.`,
+    );
+    const ledger = makePdf(pages, { title: 'Harbour ledger' });
+    const notes = 'Line one\r\n--not a boundary\r\n-\r\nThe lighthouse keeper rows out at dawn.\r';
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: auth,
+      body: form(
+        [
+          ['ledger.pdf', ledger, 'application/pdf'],
+          ['rota.docx', makeDocx(['The ferry rota changes on Mondays.'])],
+          ['notes.txt', notes, 'text/plain'],
+        ],
+        'harbour',
+      ),
+    });
+    assert.equal(response.status, 201, await response.clone().text());
+    const search = async (query: string) =>
+      (await server.services.knowledge.retrieve(query, { topK: 1, collection: 'harbour' }))[0]?.text ?? '';
+    assert.match(await search('ledger ship 37'), /lists ship 37\./);
+    assert.match(await search('ferry rota Mondays'), /The ferry rota changes on Mondays\./);
+    assert.match(await search('lighthouse keeper dawn'), /--not a boundary[\s\S]*The lighthouse keeper rows out at dawn\./);
+  });
+
   it('replaces a file uploaded again under the same name into the same collection', async () => {
     const first = (await (
       await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at noon.']], 'faq') })

@@ -63,6 +63,26 @@ function mebibytes(bytes: number): string {
   return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : `${bytes} bytes`;
 }
 
+/**
+ * One file's bytes from the pieces busboy handed out. They are views of the request body's buffer
+ * when it was read into one (a declared length): when they lie end to end, the file is one more
+ * view of it, with no copy. A file that is a small part of a large body is copied, so that handing
+ * it to a worker thread (which copies the whole buffer under a view) copies no more than the file.
+ */
+function joined(chunks: readonly Buffer[]): Buffer {
+  const first = chunks[0];
+  if (first === undefined) return Buffer.alloc(0);
+  let end = first.byteOffset + first.length;
+  for (let index = 1; index < chunks.length; index += 1) {
+    const chunk = chunks[index] as Buffer;
+    if (chunk.buffer !== first.buffer || chunk.byteOffset !== end) return Buffer.concat(chunks);
+    end += chunk.length;
+  }
+  const length = end - first.byteOffset;
+  if (length * 2 < first.buffer.byteLength) return Buffer.concat(chunks, length);
+  return Buffer.from(first.buffer, first.byteOffset, length);
+}
+
 /** The files and the collection of a multipart body; refuses the whole request on a limit or an unreadable type. */
 async function parseMultipart(
   contentType: string,
@@ -107,7 +127,7 @@ async function parseMultipart(
           );
           return;
         }
-        files.push({ name, format, bytes: Buffer.concat(chunks) });
+        files.push({ name, format, bytes: joined(chunks) });
       });
     });
     parser.on('field', (field, value) => {
@@ -126,8 +146,10 @@ async function parseMultipart(
   try {
     for await (const piece of pieces) {
       if (broken) break;
-      parser.write(piece);
+      // Asked before the work, not after: when many uploads end in the same turn, each one's parse
+      // (and the file it completes) waits for a turn of its own once the loop has been busy.
       if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
+      parser.write(piece);
     }
   } catch (error) {
     parser.destroy();
