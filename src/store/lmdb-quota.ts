@@ -25,7 +25,7 @@ function tokensIn(counter: Counter | undefined, windowStart: number): number {
 export class LmdbQuotaCounters implements QuotaCounterStore, RecordTransfer<CounterRecord> {
   private readonly db: Database<Counter, string>;
 
-  constructor(storage: LmdbStorage) {
+  constructor(private readonly storage: LmdbStorage) {
     this.db = storage.database<Counter, string>('quota');
   }
 
@@ -41,6 +41,8 @@ export class LmdbQuotaCounters implements QuotaCounterStore, RecordTransfer<Coun
       const decision: CounterTake = { ok: false, used: 0, windowStart, durable: Promise.resolve() };
       if (tokenWindowStart !== undefined) decision.tokenWindowStart = tokenWindowStart;
       let decided = false;
+      // Deferred writes (usage records of earlier requests) join this take's commit.
+      this.storage.runDeferred();
       decision.durable = this.db
         .transaction(() => {
           const current = this.db.get(subject);

@@ -7,11 +7,24 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import type { Storage, StorageHealth } from './types.js';
 
 const META_CREATED = 'meta:created';
+/** Longest a deferred write waits for a transaction to ride before it is queued on its own. */
+const DEFER_MS = 10;
+
+interface DeferredWrite {
+  write: () => Promise<unknown>;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
 
 export class LmdbStorage implements Storage {
   readonly engine = 'lmdb';
   readonly root: RootDatabase;
   private closed = false;
+  /** Writes waiting to ride the next transaction (see defer). */
+  private deferred: DeferredWrite[] = [];
+  private deferTimer: NodeJS.Timeout | undefined;
+  /** The commits of the deferred writes queued last. */
+  private deferredCommitted: Promise<unknown> = Promise.resolve();
 
   constructor(readonly path: string) {
     mkdirSync(path, { recursive: true });
@@ -24,6 +37,48 @@ export class LmdbStorage implements Storage {
   /** Opens (or creates) a named sub-database with msgpack values. */
   database<V = unknown, K extends string | number | (string | number)[] = string>(name: string): Database<V, K> {
     return this.root.openDB<V, K>({ name });
+  }
+
+  /**
+   * Queues writes that nothing waits on before answering (usage records): they are put in the
+   * event turn of the next transaction a request starts here (runDeferred), so that they share its
+   * commit instead of costing one of their own, or after DEFER_MS when none comes. `write` queues
+   * asynchronous puts and returns their promise; the result resolves once they are committed.
+   */
+  defer(write: () => Promise<unknown>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.deferred.push({ write, resolve, reject });
+      this.deferTimer ??= setTimeout(() => this.runDeferred(), DEFER_MS);
+    });
+  }
+
+  /** Queues the deferred writes now, in the caller's event turn: called before a transaction is queued. */
+  runDeferred(): void {
+    if (this.deferTimer !== undefined) {
+      clearTimeout(this.deferTimer);
+      this.deferTimer = undefined;
+    }
+    if (this.deferred.length === 0) return;
+    const writes = this.deferred;
+    this.deferred = [];
+    this.deferredCommitted = Promise.allSettled(
+      writes.map(({ write, resolve, reject }) => {
+        let committed: Promise<unknown>;
+        try {
+          committed = write();
+        } catch (error) {
+          committed = Promise.reject(error);
+        }
+        committed.then(() => resolve(), reject);
+        return committed;
+      }),
+    );
+  }
+
+  /** Queues the deferred writes and resolves once every write deferred so far is committed (readers that must see them). */
+  async settleDeferred(): Promise<void> {
+    this.runDeferred();
+    await this.deferredCommitted;
   }
 
   async check(): Promise<StorageHealth> {
@@ -44,6 +99,7 @@ export class LmdbStorage implements Storage {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.settleDeferred();
     await this.flush();
     this.closed = true;
     await this.root.close();

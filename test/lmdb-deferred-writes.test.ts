@@ -1,0 +1,92 @@
+/**
+ * Usage records in LMDB ride the commit of the next quota take instead of costing a commit of
+ * their own; with no take to ride they are written alone a few milliseconds later. Readers and a
+ * graceful close see every record, on a real LMDB environment on disk.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, it } from 'node:test';
+import { LmdbStorage } from '../src/store/lmdb.js';
+import { LmdbQuotaCounters } from '../src/store/lmdb-quota.js';
+import { LmdbUsageStore } from '../src/store/lmdb-usage.js';
+import type { UsageRecord } from '../src/store/types.js';
+
+const directories: string[] = [];
+afterEach(() => {
+  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
+});
+
+function scratch(): string {
+  const directory = mkdtempSync(join(tmpdir(), 'colloquy-deferred-'));
+  directories.push(directory);
+  return directory;
+}
+
+function usageRecord(time: number, subject = 'user:ada'): UsageRecord {
+  return { time, subject, key_id: null, model: 'builtin', route: '/api/chat/', input_tokens: 3, output_tokens: 5, status: 200 };
+}
+
+/** Transactions committed on the environment so far. */
+function lastTransaction(storage: LmdbStorage): number {
+  return (storage.root.getStats() as { lastTxnId: number }).lastTxnId;
+}
+
+async function all(records: Iterable<UsageRecord> | AsyncIterable<UsageRecord>): Promise<UsageRecord[]> {
+  const list: UsageRecord[] = [];
+  for await (const record of records) list.push(record);
+  return list;
+}
+
+describe('usage records in LMDB', () => {
+  it('ride the commit of the next quota take: a record and a take cost one transaction', async () => {
+    const storage = new LmdbStorage(scratch());
+    const usage = new LmdbUsageStore(storage);
+    const counters = new LmdbQuotaCounters(storage);
+    const before = lastTransaction(storage);
+    const written = usage.record(usageRecord(1_000));
+    // The next request arrives a turn later, as it does under load.
+    await new Promise((resolve) => setImmediate(resolve));
+    const take = await counters.take('user:ada', { start: 0, lengthMs: 86_400_000 }, 10, 1);
+    await Promise.all([take.durable, written]);
+    assert.equal(take.ok, true);
+    assert.equal(lastTransaction(storage) - before, 1);
+    assert.deepEqual(
+      (await all(usage.range(0, 2_000, 'user:ada'))).map((record) => record.time),
+      [1_000],
+    );
+    await storage.close();
+  });
+
+  it('are written on their own within a few milliseconds when no take comes', async () => {
+    const storage = new LmdbStorage(scratch());
+    const usage = new LmdbUsageStore(storage);
+    const before = lastTransaction(storage);
+    const asked = performance.now();
+    await Promise.all([usage.record(usageRecord(1_000)), usage.record(usageRecord(1_001))]);
+    assert.ok(performance.now() - asked < 1_000);
+    // Both in one commit, readable without anything settling them first.
+    assert.equal(lastTransaction(storage) - before, 1);
+    assert.equal([...storage.database('usage').getKeys()].length, 2);
+    await storage.close();
+  });
+
+  it('are seen by a reader at once and kept by a graceful close', async () => {
+    const directory = scratch();
+    const storage = new LmdbStorage(directory);
+    const usage = new LmdbUsageStore(storage);
+    void usage.record(usageRecord(1_000));
+    assert.equal((await all(usage.range(0, 5_000, undefined))).length, 1);
+    void usage.record(usageRecord(2_000, 'user:bob'));
+    await storage.close();
+
+    const reopened = new LmdbStorage(directory);
+    const exported = await all(new LmdbUsageStore(reopened).exportRecords());
+    assert.deepEqual(exported.map((record) => [record.subject, record.time]).sort(), [
+      ['user:ada', 1_000],
+      ['user:bob', 2_000],
+    ]);
+    await reopened.close();
+  });
+});
