@@ -116,7 +116,7 @@ export const ingestLoadScenario: Scenario = {
           { goal: 'server event-loop delay max ≤ 50 ms during ingestion', measured: `${round(delay.max, 1)} ms`, met: delay.max <= 50 },
         ],
         notes: [
-          `one .txt file of 500 KB per multipart request, all ${uploads} sent at once; ${health.length} /health probes (one every 20 ms, from a process of their own) and ${chats.length} chats (built-in model) during it; /health over 50 ms: ${health.filter((ms) => ms > 50).length}`,
+          `one .txt file of 500 KB per multipart request, all ${uploads} sent at once; ${health.length} /health probes (one every 20 ms, from a process of their own that made one untimed request first) and ${chats.length} chats (built-in model) during it; /health over 50 ms: ${health.filter((ms) => ms > 50).length}`,
           'event-loop delay: prom-client’s colloquy_nodejs_eventloop_lag_p99/max_seconds from the server’s /metrics (10 ms resolution), reset by the scrape before the phase',
           `the server runs with its default worker pool (cores − 1 threads, at least one); failed uploads: ${failed}`,
         ],
