@@ -8,10 +8,72 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { frameTooLarge } from './upstream-error.js';
 
 /** Bytes fed to a parser at once. */
-const SLICE_BYTES = 4096;
+const SLICE_BYTES = 2048;
 
 /** Decoding options for a stream of chunks (one object, not one per call). */
 const STREAMING = { stream: true } as const;
+
+/**
+ * An upstream body, read and decoded one slice at a time. The read being sliced lives in this
+ * object and nowhere else: an async generator that held it in a local would keep it through its
+ * suspension, and an optimised generator keeps stale values of dead locals as well, so a consumer
+ * that stopped reading would hold reads it finished long ago.
+ */
+class BodySlices {
+  private readonly iterator: AsyncIterator<Uint8Array>;
+  private readonly decoder = new TextDecoder('utf-8');
+  private chunk: Uint8Array | undefined;
+  private offset = 0;
+  /** The body ended or failed, so it is not handed back by `close`. */
+  private settled = false;
+
+  constructor(body: AsyncIterable<Uint8Array>) {
+    this.iterator = body[Symbol.asyncIterator]();
+  }
+
+  /** Hands the text of the next slice of the current read to `sink`; false once the read is used up. */
+  feedNext(sink: (text: string) => void): boolean {
+    const chunk = this.chunk;
+    if (chunk === undefined) return false;
+    const start = this.offset;
+    const end = Math.min(chunk.byteLength, start + SLICE_BYTES);
+    this.offset = end;
+    if (end === chunk.byteLength) this.chunk = undefined;
+    sink(this.decoder.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end), STREAMING));
+    return true;
+  }
+
+  /** Waits for the next read of the body; false at its end. */
+  async pull(): Promise<boolean> {
+    let result: IteratorResult<Uint8Array>;
+    try {
+      result = await this.iterator.next();
+    } catch (error) {
+      this.settled = true;
+      throw error;
+    }
+    if (result.done) {
+      this.settled = true;
+      return false;
+    }
+    this.chunk = result.value;
+    this.offset = 0;
+    return true;
+  }
+
+  /** The text the decoder still holds once the body ended. */
+  rest(): string {
+    return this.decoder.decode();
+  }
+
+  /** The reader stopped before the body ended: the body is handed back, as `for await` would. */
+  async close(): Promise<void> {
+    if (this.settled) return;
+    this.settled = true;
+    this.chunk = undefined;
+    await this.iterator.return?.();
+  }
+}
 
 /** Server-Sent Events of an upstream body, parsed by eventsource-parser, yielded as batches. */
 export async function* sseFrames(
@@ -19,7 +81,6 @@ export async function* sseFrames(
   subject: string,
   maxFrameBytes: number,
 ): AsyncGenerator<EventSourceMessage[]> {
-  const decoder = new TextDecoder('utf-8');
   let batch: EventSourceMessage[] = [];
   let tooLarge = false;
   const parser = createParser({
@@ -32,10 +93,13 @@ export async function* sseFrames(
     },
     maxBufferSize: maxFrameBytes,
   });
-  for await (const chunk of body) {
-    for (let offset = 0; offset < chunk.byteLength; offset += SLICE_BYTES) {
-      const slice = chunk.byteLength <= SLICE_BYTES ? chunk : chunk.subarray(offset, offset + SLICE_BYTES);
-      parser.feed(decoder.decode(slice, STREAMING));
+  const slices = new BodySlices(body);
+  try {
+    for (;;) {
+      if (!slices.feedNext(parser.feed)) {
+        if (await slices.pull()) continue;
+        break;
+      }
       if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
       if (batch.length > 0) {
         const ready = batch;
@@ -43,8 +107,10 @@ export async function* sseFrames(
         yield ready;
       }
     }
+  } finally {
+    await slices.close();
   }
-  parser.feed(decoder.decode());
+  parser.feed(slices.rest());
   parser.reset({ consume: true });
   if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
   if (batch.length > 0) yield batch;
@@ -52,19 +118,26 @@ export async function* sseFrames(
 
 /** Newline-delimited lines (Ollama's NDJSON) of an upstream body, non-empty and trimmed, as batches. */
 export async function* ndjsonLines(body: AsyncIterable<Uint8Array>, subject: string, maxFrameBytes: number): AsyncGenerator<string[]> {
-  const decoder = new TextDecoder('utf-8');
   let pending = '';
-  for await (const chunk of body) {
-    for (let offset = 0; offset < chunk.byteLength; offset += SLICE_BYTES) {
-      const slice = chunk.byteLength <= SLICE_BYTES ? chunk : chunk.subarray(offset, offset + SLICE_BYTES);
-      pending += decoder.decode(slice, STREAMING);
+  const append = (text: string): void => {
+    pending += text;
+  };
+  const slices = new BodySlices(body);
+  try {
+    for (;;) {
+      if (!slices.feedNext(append)) {
+        if (await slices.pull()) continue;
+        break;
+      }
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       if (pending.length > maxFrameBytes) throw frameTooLarge(subject, maxFrameBytes);
       const ready = lines.map((line) => line.trim()).filter((line) => line.length > 0);
       if (ready.length > 0) yield ready;
     }
+  } finally {
+    await slices.close();
   }
-  pending += decoder.decode();
+  pending += slices.rest();
   if (pending.trim().length > 0) yield [pending.trim()];
 }

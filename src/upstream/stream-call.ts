@@ -9,10 +9,13 @@
  * The reply is read with undici's dispatch API and a handler of our own (UpstreamStream) that is
  * also the async iterator the caller reads: chunks go from the socket parser into a small queue
  * or straight to the one waiting read, with no Readable stream, body mixin or AbortSignal
- * plumbing per call in between.
+ * plumbing per call in between. A read takes everything queued at once. What a stream whose
+ * consumer stopped reading holds is bounded by the queue's mark and the socket's small reads
+ * (connector.ts), counted in test/upstream-stall-memory.test.ts.
  */
 import { Agent, type Dispatcher } from 'undici';
 import { abortableSleep, abortReason } from './abortable-sleep.js';
+import { upstreamConnector } from './connector.js';
 import type { CallOutcome, UpstreamObserver } from './observer.js';
 import { resetError, statusError, timeoutError, unreachableError, UpstreamError, type TimeoutPhase } from './upstream-error.js';
 
@@ -39,8 +42,11 @@ const BACKOFF_CAP_MS = 2000;
 /** How long the rest of a finished reply may take to arrive before its socket is dropped instead. */
 const DRAIN_AFTER_STOP_MS = 1000;
 const DRAIN_LIMIT_BYTES = 256 * 1024;
-/** Body bytes queued ahead of a slow consumer before the socket is paused: a stalled stream holds few raw bytes. */
-const BODY_HIGH_WATER_MARK = 16 * 1024;
+/**
+ * Body bytes queued ahead of a slow consumer before the reply is paused: a stalled stream holds
+ * few raw bytes (this, and the small socket reads of connector.ts the pause leaves unparsed).
+ */
+const BODY_HIGH_WATER_MARK = 4 * 1024;
 /** Parsed request targets kept per client (one per configured upstream URL in practice). */
 const TARGET_CACHE_SIZE = 64;
 
@@ -82,7 +88,7 @@ export class UpstreamClient implements CallContext {
     readonly observer?: UpstreamObserver,
   ) {
     this.agent = new Agent({
-      connect: { timeout: settings.connectTimeoutMs },
+      connect: upstreamConnector(settings.connectTimeoutMs),
       headersTimeout: settings.firstByteTimeoutMs,
       // The idle clock is ours: it only runs while we wait on the upstream, never on a slow client.
       bodyTimeout: 0,
@@ -160,6 +166,7 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
   private draining = false;
   private drained = 0;
   private drainTimer: NodeJS.Timeout | undefined;
+  private resuming = false;
 
   constructor(
     private readonly client: CallContext,
@@ -282,6 +289,9 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
       return;
     }
     this.state = 'open';
+    // undici's controller keeps the raw header lines, views into the read the head arrived in, for
+    // the whole reply; they are parsed into `headers` already.
+    (controller as { rawHeaders?: unknown }).rawHeaders = null;
     resolve?.();
   }
 
@@ -302,7 +312,24 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
     }
     this.queue.push(chunk);
     this.queued += chunk.byteLength;
-    if (this.queued > BODY_HIGH_WATER_MARK) controller.pause();
+    // The consumer is behind: undici stops parsing, and the socket reading, until the queue was read.
+    if (this.queued > BODY_HIGH_WATER_MARK && !this.resuming) controller.pause();
+  }
+
+  /**
+   * The queue was read: parsing goes on. undici parses what the socket buffered inside
+   * `resume()`, and all of it is taken, past the mark if need be. Were it paused midway, the
+   * unparsed rest would stay in the socket and each resume would add one more read to it while a
+   * mark's worth is taken out: behind a slow reader, the rest would grow with every round.
+   */
+  private resume(controller: Dispatcher.DispatchController): void {
+    this.resuming = true;
+    try {
+      controller.resume();
+    } finally {
+      this.resuming = false;
+    }
+    if (this.queued > BODY_HIGH_WATER_MARK && controller === this.controller) controller.pause();
   }
 
   onResponseEnd(controller: Dispatcher.DispatchController): void {
@@ -365,12 +392,16 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
   }
 
   private read(): Promise<ReadResult> {
-    const chunk = this.queue.shift();
-    if (chunk !== undefined) {
-      this.queued -= chunk.byteLength;
+    if (this.queued > 0) {
+      // Everything queued goes out as one chunk: one copy, and one pass of the consumer's loop.
+      const [first] = this.queue;
+      const chunk = first !== undefined && this.queue.length === 1 ? first : Buffer.concat(this.queue, this.queued);
+      this.queue.length = 0;
+      this.queued = 0;
       this.received = true;
+      const controller = this.controller;
       // Resuming may parse what the socket holds at once, refilling the queue before this returns.
-      if (this.queued === 0 && this.controller?.paused) this.controller.resume();
+      if (controller?.paused) this.resume(controller);
       return Promise.resolve({ value: chunk, done: false });
     }
     if (this.failure !== undefined) return Promise.reject(this.settle(this.failure));
