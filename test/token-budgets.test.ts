@@ -98,6 +98,8 @@ describe('token budgets', () => {
       remaining,
       Array.from({ length: 80 }, (_, index) => index * 125),
     );
+    // A reservation is decided before its commit; the standing is read once every take is durable.
+    await Promise.all(taken.map((outcome) => (outcome as PromiseFulfilledResult<any>).value.durable));
     assert.equal((await server.services.quota.status({ id: 'burst-tokens', plan: 'metered' })).tokens?.used, BUDGET);
   });
 
