@@ -30,9 +30,12 @@ export function createPreparer(threads: number): Preparer {
   }
   const pool = new Piscina({
     filename: new URL('./ingest-worker.js', import.meta.url).href,
-    minThreads: 0,
+    // One thread is kept ready (about 8 MB): a thread started by the first document of a burst
+    // boots at full priority (its nice value applies once it runs) beside the event loop that is
+    // receiving the burst, and the idle timeout below would make every burst after a quiet spell
+    // such a first one. Threads beyond it stop when idle.
+    minThreads: 1,
     maxThreads: threads,
-    // Threads stop when idle, so a server that ingests nothing holds no extra memory.
     idleTimeout: 30_000,
     // Background work: on a busy core the event loop (chat, /health) gets the CPU first.
     niceIncrement: 10,
