@@ -16,7 +16,7 @@ const COALESCE_CHUNKS = 8000;
 /**
  * Longest a write waits for documents still being prepared. A batch (an upload of many files, a
  * directory) is usually prepared within it and goes in as one segment: with 200 ms a batch was cut
- * into two or three segments, and the merges they caused made building a million chunks 15% slower.
+ * into two or three segments, each to be merged again later.
  */
 const COALESCE_MS = 1000;
 
