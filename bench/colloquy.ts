@@ -6,10 +6,21 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { InspectorSession, inspectorUrlFrom, type ProcessMemory } from './inspector.js';
+import type { StreamRequest } from './sse-client.js';
 import { freePort, REPO_ROOT, scratchDir, startChild, waitForHttp, type Child } from './harness.js';
 
 /** The id the benchmark config gives the model served by the mock upstream. */
 export const MOCK_MODEL_ID = 'mock-gpt';
+
+/** A short chat stream (two deltas, 10 ms apart) whose first delta scenario 5 times beside the N streams it holds. */
+export function probeRequest(port: number): StreamRequest {
+  return {
+    port,
+    path: '/api/chat/stream',
+    body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID },
+    dialect: 'colloquy',
+  };
+}
 
 export interface ColloquyOptions {
   /** Port of a mock OpenAI-compatible upstream to register as model `mock-gpt`. */

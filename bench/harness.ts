@@ -144,6 +144,39 @@ export function startChild(
   return handle;
 }
 
+/** A prober process: it says `{"ready":true}` once warmed up, then one JSON line of results. */
+export interface Prober<T> {
+  /** The results line, parsed; rejects if the process exits without one. */
+  result: Promise<T>;
+  /** Asks it to finish (SIGTERM) and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a node script of bench/ on the load core as a prober and resolves once it reported ready.
+ * Probers time requests from a process of their own, so the process sending the load is not what
+ * is timed.
+ */
+export async function startProber<T>(name: string, script: string, args: string[]): Promise<Prober<T>> {
+  let ready: () => void = () => undefined;
+  let done: (value: T) => void = () => undefined;
+  const isReady = new Promise<void>((resolve) => (ready = resolve));
+  const result = new Promise<T>((resolve) => (done = resolve));
+  const child = startChild(name, 'load', process.execPath, [join(BENCH_DIST, script), ...args], {
+    onLine: (line) => {
+      if (line.startsWith('{"ready"')) ready();
+      else if (line.startsWith('{')) done(JSON.parse(line) as T);
+    },
+  });
+  // 'close', not 'exit': the results line may still be in the pipe when the process has exited.
+  const exited = new Promise<never>((_, reject) =>
+    child.process.once('close', (code) => reject(new Error(`${name} exited (${code}) without its results: ${child.stderr()}`))),
+  );
+  exited.catch(() => undefined);
+  await Promise.race([isReady, exited]);
+  return { result: Promise.race([result, exited]), stop: () => child.stop() };
+}
+
 /** Stops every child still running (on exit or interrupt). */
 export async function stopAllChildren(): Promise<void> {
   await Promise.all([...running].map((child) => child.stop()));

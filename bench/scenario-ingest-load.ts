@@ -5,13 +5,10 @@
  * delay (prom-client's figures from /metrics, reset by the scrape before the burst).
  */
 import { startColloquy } from './colloquy.js';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { percentile, round, startChild, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { percentile, round, startProber, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
 import { proseDocument } from './prose.js';
 
 const DOCUMENT_BYTES = 500 * 1024;
-const BENCH_DIST = dirname(fileURLToPath(import.meta.url));
 const ADMIN = 'bench-ingest-admin-token-0123456789';
 
 async function eventLoopDelay(url: string): Promise<{ p99: number; max: number }> {
@@ -45,16 +42,7 @@ export const ingestLoadScenario: Scenario = {
       const idleDelay = await eventLoopDelay(server.url);
 
       // The prober runs in its own process on the load core: this one is busy sending 50 MB.
-      let results: { health: number[]; chats: number[] } | undefined;
-      let ready: () => void = () => undefined;
-      const proberReady = new Promise<void>((resolve) => (ready = resolve));
-      const prober = startChild('health-prober', 'load', process.execPath, [join(BENCH_DIST, 'health-prober.js'), server.url], {
-        onLine: (line) => {
-          if (line.startsWith('{"ready"')) ready();
-          else if (line.startsWith('{"health"')) results = JSON.parse(line);
-        },
-      });
-      await proberReady;
+      const prober = await startProber<{ health: number[]; chats: number[] }>('health-prober', 'health-prober.js', [server.url]);
       const started = performance.now();
       const statuses = await Promise.all(
         bodies.map(async (text, index) => {
@@ -72,8 +60,7 @@ export const ingestLoadScenario: Scenario = {
       );
       const seconds = (performance.now() - started) / 1000;
       await prober.stop();
-      if (!results) throw new Error(`the prober reported nothing: ${prober.stderr()}`);
-      const { health, chats } = results;
+      const { health, chats } = await prober.result;
       const delay = await eventLoopDelay(server.url);
       health.sort((a, b) => a - b);
       idleHealth.sort((a, b) => a - b);

@@ -2,11 +2,9 @@
  * Scenario 5: N concurrent SSE streams (1k, 10k) held open through a paced upstream: server RSS
  * per open stream, time to first delta, inter-chunk jitter against the upstream's pace, errors.
  */
-import { join } from 'node:path';
-import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
+import { MOCK_MODEL_ID, probeRequest, startColloquy } from './colloquy.js';
 import {
-  BENCH_DIST,
-  startChild,
+  startProber,
   openFileLimit,
   percentile,
   round,
@@ -33,40 +31,6 @@ function cpuOfThisProcess(): number {
 }
 /** Short streams opened one at a time while the N streams are held open, to time the first delta. */
 const PROBES = 40;
-
-/**
- * Starts the probes in a process of their own on the load core (stream-prober.ts): `count` probes,
- * `spacingMs` apart, the first after `delayMs`. Resolves once it is ready; `result` once it is done.
- */
-async function startProber(
-  port: number,
-  count: number,
-  spacingMs: number,
-  delayMs: number,
-): Promise<{ result: Promise<{ ttfd: number[]; failed: number }> }> {
-  let ready: () => void = () => undefined;
-  let done: (value: { ttfd: number[]; failed: number }) => void = () => undefined;
-  const isReady = new Promise<void>((resolve) => (ready = resolve));
-  const result = new Promise<{ ttfd: number[]; failed: number }>((resolve) => (done = resolve));
-  const child = startChild(
-    'stream-prober',
-    'load',
-    process.execPath,
-    [join(BENCH_DIST, 'stream-prober.js'), String(port), String(count), String(Math.round(spacingMs)), String(Math.round(delayMs))],
-    {
-      onLine: (line) => {
-        if (line.startsWith('{"ready"')) ready();
-        else if (line.startsWith('{"ttfd"')) done(JSON.parse(line));
-      },
-    },
-  );
-  const exited = new Promise<never>((_, reject) =>
-    child.process.once('exit', (code) => reject(new Error(`the stream prober exited (${code}): ${child.stderr()}`))),
-  );
-  exited.catch(() => undefined);
-  await Promise.race([isReady, exited]);
-  return { result: Promise.race([result, exited]).finally(() => child.stop()) };
-}
 
 /** JIT, the upstream keep-alive pool and LMDB see some traffic before anything is timed. */
 async function warmUp(port: number): Promise<void> {
@@ -124,7 +88,13 @@ async function runStep(
   // The timed probes come from a process of their own; the same probes opened by this process,
   // which reads the N streams, are reported beside them (they count this client's own delays).
   const spacing = (step.holdMs - 1500) / PROBES;
-  const prober = await startProber(serverPort, PROBES, spacing, 500 - (performance.now() - holdStart));
+  const delay = 500 - (performance.now() - holdStart);
+  const prober = await startProber<{ ttfd: number[]; failed: number }>('stream-prober', 'stream-prober.js', [
+    String(serverPort),
+    String(PROBES),
+    String(Math.round(spacing)),
+    String(Math.round(delay)),
+  ]);
   const probes: SseStream[] = [];
   let nextProbe = holdStart + 500 + spacing / 2;
   while (performance.now() < holdEnd) {
@@ -132,14 +102,7 @@ async function runStep(
     peakRss = Math.max(peakRss, treeRssBytes(serverPid) ?? 0);
     if (performance.now() >= nextProbe && probes.length < PROBES) {
       nextProbe += spacing;
-      probes.push(
-        new SseStream({
-          port: serverPort,
-          path: '/api/chat/stream',
-          body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID },
-          dialect: 'colloquy',
-        }),
-      );
+      probes.push(new SseStream(probeRequest(serverPort)));
     }
     openDuring.push(streams.filter((stream) => stream.firstDeltaAt > 0 && !stream.completed && !stream.error).length);
   }
@@ -150,6 +113,7 @@ async function runStep(
   await Promise.all(probes.map((probe) => probe.finished));
   const inClientTtfd = probes.filter((probe) => probe.firstDeltaAt > 0).map((probe) => probe.firstDeltaAt - probe.startedAt);
   const { ttfd: probeTtfd, failed: failedProbes } = await prober.result;
+  await prober.stop();
   const deadline = sleep(chunks * step.intervalMs + 15_000).then(() => 'timeout' as const);
   const all = Promise.all(streams.map((stream) => stream.finished));
   if ((await Promise.race([all, deadline])) === 'timeout') for (const stream of streams) if (!stream.completed) stream.destroy();

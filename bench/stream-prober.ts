@@ -8,7 +8,7 @@
  * first (ms). One untimed probe first warms this process's client. Prints `{"ready":true}`, then
  * `{"ttfd":[…],"failed":n}` when the last probe finished.
  */
-import { MOCK_MODEL_ID } from './colloquy.js';
+import { probeRequest } from './colloquy.js';
 import { sleep } from './harness.js';
 import { SseStream } from './sse-client.js';
 
@@ -18,12 +18,7 @@ if (!port || !count || spacingMs === undefined || delayMs === undefined) {
 }
 
 function probe(): SseStream {
-  return new SseStream({
-    port: port as number,
-    path: '/api/chat/stream',
-    body: { message: 'Probe. [mock chunks=2 interval_ms=10 size=8]', model: MOCK_MODEL_ID },
-    dialect: 'colloquy',
-  });
+  return new SseStream(probeRequest(port as number));
 }
 
 async function main(): Promise<void> {

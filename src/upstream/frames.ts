@@ -31,16 +31,15 @@ class BodySlices {
     this.iterator = body[Symbol.asyncIterator]();
   }
 
-  /** Hands the text of the next slice of the current read to `sink`; false once the read is used up. */
-  feedNext(sink: (text: string) => void): boolean {
+  /** The text of the next slice of the current read; undefined once the read is used up (then `pull`). */
+  nextSlice(): string | undefined {
     const chunk = this.chunk;
-    if (chunk === undefined) return false;
+    if (chunk === undefined) return undefined;
     const start = this.offset;
     const end = Math.min(chunk.byteLength, start + SLICE_BYTES);
     this.offset = end;
     if (end === chunk.byteLength) this.chunk = undefined;
-    sink(this.decoder.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end), STREAMING));
-    return true;
+    return this.decoder.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end), STREAMING);
   }
 
   /** Waits for the next read of the body; false at its end. */
@@ -96,10 +95,12 @@ export async function* sseFrames(
   const slices = new BodySlices(body);
   try {
     for (;;) {
-      if (!slices.feedNext(parser.feed)) {
+      const text = slices.nextSlice();
+      if (text === undefined) {
         if (await slices.pull()) continue;
         break;
       }
+      parser.feed(text);
       if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
       if (batch.length > 0) {
         const ready = batch;
@@ -119,16 +120,15 @@ export async function* sseFrames(
 /** Newline-delimited lines (Ollama's NDJSON) of an upstream body, non-empty and trimmed, as batches. */
 export async function* ndjsonLines(body: AsyncIterable<Uint8Array>, subject: string, maxFrameBytes: number): AsyncGenerator<string[]> {
   let pending = '';
-  const append = (text: string): void => {
-    pending += text;
-  };
   const slices = new BodySlices(body);
   try {
     for (;;) {
-      if (!slices.feedNext(append)) {
+      const text = slices.nextSlice();
+      if (text === undefined) {
         if (await slices.pull()) continue;
         break;
       }
+      pending += text;
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       if (pending.length > maxFrameBytes) throw frameTooLarge(subject, maxFrameBytes);
