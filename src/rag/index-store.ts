@@ -4,10 +4,10 @@
  *
  * The lexical index is segmented, so adding documents appends instead of rewriting: each write
  * creates a segment (one document, or a batch of them), and a segment keeps one posting block per
- * term (postings.ts). Keys lead with the segment, so a new segment's blocks are written at the end
- * of the tree and cost the same whatever the index already holds. A background merge (merge.ts)
- * folds segments of a size tier into one, dropping the postings of deleted chunks, so a term is
- * read from a bounded number of blocks.
+ * term (postings.ts), packed in term order into pages (pages.ts). Keys lead with the segment, so a
+ * new segment's pages are written at the end of the tree and cost the same whatever the index
+ * already holds. A background merge (merge.ts) folds segments of a size tier into one, dropping
+ * the postings of deleted chunks, so a term is read from a bounded number of blocks.
  *
  * Layout (one sub-database each, all in the service's single LMDB environment):
  *   rag-docs         document_id → DocumentRecord
@@ -17,12 +17,13 @@
  *   rag-collections  name → {documents, chunks, code} (only collections that hold documents)
  *   rag-chunk-text   chunk number → ChunkRecord (text, token length, page)
  *   rag-segments     segment key → SegmentRecord
- *   rag-blocks       `${segment key}\0${term}` → posting block (binary)
+ *   rag-blocks       `${segment key}\1${page number}` → a page of posting blocks (binary, pages.ts);
+ *                    segments written before pages keep one key per term, `${segment key}\0${term}`
  *   rag-dead         chunk number → 1: deleted chunks whose postings a segment may still hold
  *   rag-df           term → document frequency in live chunks (exact)
  *   rag-vecs         `${collection code}\0${chunk number}` → Float32 vector bytes (embeddings only)
- *   rag-meta         corpus totals, sequences, collection codes (`code:${name}`), persisted query
- *                    counters, index settings
+ *   rag-meta         corpus totals, sequences, collection codes (`code:${name}`), page directories
+ *                    (`segment_pages:${segment key}`), persisted query counters, index settings
  */
 import { createHash } from 'node:crypto';
 import type { Database, RootDatabase } from 'lmdb';
@@ -176,6 +177,11 @@ export function readCorpus(databases: RagDatabases): CorpusRecord {
 /** The key of a block: segment first, so a segment's blocks are contiguous and appended. */
 export function blockKey(segment: string, term: string): string {
   return `${segment}\u0000${term}`;
+}
+
+/** The rag-meta key of a segment's page directory (pages.ts): its pages' first terms, joined by '\n'. */
+export function pageDirectoryKey(segment: string): string {
+  return `segment_pages:${segment}`;
 }
 
 /** The rag-doc-terms key of a document written in `segment` (written before it is published, so keyed apart from an earlier version's). */

@@ -12,8 +12,8 @@
  */
 import type { RootDatabase } from 'lmdb';
 import {
-  blockKey,
   documentTermsKey,
+  pageDirectoryKey,
   readCorpus,
   segmentTermsKey,
   type DocumentTerms,
@@ -26,6 +26,7 @@ import {
   type SegmentRecord,
 } from './index-store.js';
 import { ENTRY_BYTES, joinedTerms, termCount } from './postings.js';
+import { PageWriter } from './pages.js';
 import { copyTermBlock, type DocumentToWrite, planSegment, type SegmentPlan } from './segment-plan.js';
 
 /** Keys written per transaction while a segment is built. */
@@ -258,13 +259,17 @@ export class IndexWriter {
       if (full()) yield flush();
     }
     // One block per term for the whole segment: the documents' entries in chunk order, each
-    // document's offsets moved by the chunks before it. Blocks of a slice share one buffer.
+    // document's offsets moved by the chunks before it, packed into pages (pages.ts). Blocks are
+    // built a slice of terms at a time in one buffer and copied into their pages.
+    const pages = new PageWriter(segment, (key, page) => {
+      pending.push(() => blocks.put(key, page));
+      pendingBytes += page.byteLength;
+    });
     const { terms: sorted, counts } = plan;
     for (let from = 0; from < sorted.length; ) {
-      // A slice ends at SLICE_WRITES blocks or when its blocks reach 4 × SLICE_BYTES (blocks are copied, not encoded).
       let to = from;
       let bytes = 0;
-      while (to < sorted.length && to - from < SLICE_WRITES && (to === from || bytes < 4 * SLICE_BYTES)) {
+      while (to < sorted.length && (to === from || bytes < SLICE_BYTES)) {
         bytes += (counts[to] as number) * ENTRY_BYTES;
         to += 1;
       }
@@ -274,13 +279,14 @@ export class IndexWriter {
       for (let term = from; term < to; term += 1) {
         const start = at;
         at = copyTermBlock(plan, documents, term, words, at);
-        const block = buffer.subarray(start * 4, at * 4);
-        const key = blockKey(segment, sorted[term] as string);
-        pending.push(() => blocks.put(key, block));
+        pages.add(sorted[term] as string, buffer.subarray(start * 4, at * 4));
       }
       from = to;
-      yield flush();
+      // Pages are copied as they are, not encoded: a transaction takes 4 × SLICE_BYTES of them.
+      if (pending.length >= SLICE_WRITES || pendingBytes >= 4 * SLICE_BYTES) yield flush();
     }
+    const directory = pages.finish();
+    pending.push(() => this.databases.meta.put(pageDirectoryKey(segment), directory));
     if (pending.length > 0) yield flush();
   }
 

@@ -59,6 +59,7 @@ export class LmdbIndex implements IndexBackend {
       embedder: options.embedder,
       logger: options.logger,
       pendingTerms: new Map(),
+      directories: new Map(),
     };
     this.counters = new RetrievalCounters(storage.root, this.databases, options.statsFlushMs ?? 250);
     this.merger.recover();

@@ -13,6 +13,7 @@
 import type { Logger } from '../logger.js';
 import {
   blockKey,
+  pageDirectoryKey,
   segmentKeyFor,
   segmentTermCount,
   segmentTermsKey,
@@ -22,15 +23,17 @@ import {
   type SegmentTerms,
 } from './index-store.js';
 import type { IndexWriter } from './ingestion.js';
-import { entryCount, mergeBlocks } from './postings.js';
+import { blockWords, type MergePart, mergeInto } from './postings.js';
 import { BackgroundPasses } from './background-passes.js';
+import { type PageRecord, PageWriter, pageRange, pageRecords, segmentBlockRange } from './pages.js';
 
 /** Segments merged at once, and the size ratio between tiers. */
 export const MERGE_FACTOR = 8;
 /** Segments below this many postings are tier 0. */
 const TIER_BASE = 16_384;
-/** Blocks read per segment per slice, and keys written or removed per transaction. */
+/** Blocks (of a segment written before pages) or pages read per segment per slice, and keys written or removed per transaction. */
 const READ_SLICE = 32;
+const READ_PAGES = 8;
 const WRITE_SLICE = 2000;
 /** Bytes of blocks written per transaction: a merge's blocks of common terms are large. */
 const WRITE_SLICE_BYTES = 1024 * 1024;
@@ -49,29 +52,43 @@ interface Named {
   record: SegmentRecord;
 }
 
-/** A segment's blocks read in term order, a slice at a time (no read transaction outlives a slice). */
+/**
+ * A segment's blocks read in term order, a slice at a time (no read transaction outlives a slice):
+ * its pages, or, for a segment written before pages, its keys of one block each.
+ */
 class BlockCursor {
-  private buffer: Array<{ term: string; block: Buffer }> = [];
+  private buffer: PageRecord[] = [];
   private resume: string;
+  private readonly end: string;
+  private readonly paged: boolean;
   private exhausted = false;
 
   constructor(
     private readonly databases: RagDatabases,
     readonly segment: Named,
   ) {
-    this.resume = blockKey(segment.key, '');
+    this.paged = databases.meta.get(pageDirectoryKey(segment.key)) !== undefined;
+    const range = this.paged ? pageRange(segment.key) : { start: blockKey(segment.key, ''), end: `${segment.key}\u0001` };
+    this.resume = range.start;
+    this.end = range.end;
   }
 
   /** The next term, reading a slice when the buffer is empty; undefined at the end. */
-  head(): { term: string; block: Buffer } | undefined {
+  head(): PageRecord | undefined {
     if (this.buffer.length === 0 && !this.exhausted) {
-      const end = `${this.segment.key}\u0001`;
-      for (const { key, value } of this.databases.blocks.getRange({ start: this.resume, end, limit: READ_SLICE })) {
-        // A binary value read in a range is already the reader's own copy.
-        this.buffer.push({ term: key.slice(this.segment.key.length + 1), block: value });
+      const limit = this.paged ? READ_PAGES : READ_SLICE;
+      let read = 0;
+      // A binary value read in a range is already the reader's own copy.
+      for (const { key, value } of this.databases.blocks.getRange({ start: this.resume, end: this.end, limit })) {
+        if (this.paged) for (const record of pageRecords(value)) this.buffer.push(record);
+        else {
+          const words = blockWords(value);
+          this.buffer.push({ term: key.slice(this.segment.key.length + 1), words, from: 0, to: words.length });
+        }
         this.resume = `${key}\u0000`;
+        read += 1;
       }
-      if (this.buffer.length < READ_SLICE) this.exhausted = true;
+      if (read < limit) this.exhausted = true;
       this.buffer.reverse();
     }
     return this.buffer[this.buffer.length - 1];
@@ -152,7 +169,7 @@ export class SegmentMerger extends BackgroundPasses {
     let stepBytes = 0;
     let pending: Array<[string, Buffer]> = [];
     let pendingBytes = 0;
-    // The new segment's blocks go in as asynchronous puts, committed on lmdb-js's write thread one
+    // The new segment's pages go in as asynchronous puts, committed on lmdb-js's write thread one
     // slice per event turn; it stays `building` (unread) until they are all committed.
     const commits: Promise<unknown>[] = [];
     const write = () => {
@@ -160,9 +177,15 @@ export class SegmentMerger extends BackgroundPasses {
       pending = [];
       pendingBytes = 0;
       // Every put is awaited (a split batch's failed commit must not go unhandled).
-      commits.push(Promise.all(batch.map(([key, block]) => this.databases.blocks.put(key, block))));
+      commits.push(Promise.all(batch.map(([key, page]) => this.databases.blocks.put(key, page))));
       this.writer.counters.transactions += 1;
     };
+    // Each term's merged block is built here, then copied into its page.
+    let scratch = new Uint32Array(4096);
+    const pages = new PageWriter(target.key, (key, page) => {
+      pending.push([key, page]);
+      pendingBytes += page.byteLength;
+    });
     for (;;) {
       if (this.closed) return false;
       let term: string | undefined;
@@ -171,21 +194,22 @@ export class SegmentMerger extends BackgroundPasses {
         if (head && (term === undefined || head.term < term)) term = head.term;
       }
       if (term === undefined) break;
-      const parts: Array<{ block: Uint8Array; shift: number; first: number }> = [];
+      const parts: MergePart[] = [];
+      let words = 0;
       for (const cursor of cursors) {
         const head = cursor.head();
         if (head?.term !== term) continue;
         const start = cursor.segment.record.first_chunk;
-        parts.push({ block: head.block, shift: start - first, first: start });
+        parts.push({ words: head.words, from: head.from, to: head.to, shift: start - first, first: start });
+        words += head.to - head.from;
         cursor.pop();
       }
-      const merged = mergeBlocks(parts, dead, dropped);
-      stepBytes += merged.byteLength;
-      const count = entryCount(merged);
-      if (count > 0) {
-        postings += count;
-        pending.push([blockKey(target.key, term), Buffer.from(merged.buffer, merged.byteOffset, merged.byteLength)]);
-        pendingBytes += merged.byteLength;
+      if (scratch.length < words) scratch = new Uint32Array(Math.max(words, scratch.length * 2));
+      const end = mergeInto(parts, dead, dropped, scratch, 0);
+      stepBytes += end * 4;
+      if (end > 0) {
+        postings += end / 2;
+        pages.add(term, new Uint8Array(scratch.buffer, 0, end * 4));
       }
       terms += 1;
       if (pending.length >= WRITE_SLICE || pendingBytes >= WRITE_SLICE_BYTES) {
@@ -200,7 +224,9 @@ export class SegmentMerger extends BackgroundPasses {
         await this.yieldBetween();
       }
     }
+    const directory = pages.finish();
     if (pending.length > 0) write();
+    commits.push(this.databases.meta.put(pageDirectoryKey(target.key), directory));
     await Promise.all(commits);
     this.copiedPostings += postings;
     this.writer.transaction(() => {
@@ -288,7 +314,7 @@ export class SegmentMerger extends BackgroundPasses {
       if (record.state === 'abandoned') await this.takeBackFrequencies(key);
       for (;;) {
         if (this.closed) return;
-        const keys = Array.from(blocks.getKeys({ start: blockKey(key, ''), end: `${key}\u0001`, limit: WRITE_SLICE }));
+        const keys = Array.from(blocks.getKeys({ ...segmentBlockRange(key), limit: WRITE_SLICE }));
         if (keys.length === 0) break;
         // Asynchronous removes, committed on lmdb-js's write thread (nothing reads a retired segment's blocks).
         // Every remove is awaited, so a failed commit rejects here instead of going unhandled.
@@ -314,7 +340,10 @@ export class SegmentMerger extends BackgroundPasses {
           await this.yieldBetween();
         }
       }
-      this.writer.transaction(() => segments.remove(key));
+      this.writer.transaction(() => {
+        this.databases.meta.remove(pageDirectoryKey(key));
+        segments.remove(key);
+      });
     }
   }
 }

@@ -231,29 +231,40 @@ export class BlockReader {
 }
 
 /**
- * Concatenates blocks of consecutive segments into one block of a merged segment: each part's
- * offsets are moved by its shift, entries whose chunk is dead are dropped (and their chunks noted
- * in `dropped`). Parts must be in
- * chunk order (segments are merged in the order they were written).
+ * A part of a merge: one segment's block of a term, as words `from` to `to` of `words` (two
+ * 32-bit words per entry, little-endian), its chunk offsets to be moved by `shift`; `first` is
+ * its segment's first chunk.
  */
-export function mergeBlocks(
-  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+export interface MergePart {
+  words: Uint32Array;
+  from: number;
+  to: number;
+  shift: number;
+  first: number;
+}
+
+/**
+ * Concatenates blocks of consecutive segments into one block of a merged segment, written to
+ * `out` from word `at` (room for every part's words is the caller's): each part's offsets are
+ * moved by its shift, entries whose chunk is dead are dropped (and their chunks noted in
+ * `dropped`). Parts must be in chunk order (segments are merged in the order they were written).
+ * Answers the word after the last one written.
+ */
+export function mergeInto(
+  parts: readonly MergePart[],
   dead: ReadonlySet<number>,
   dropped: Set<number>,
-): Uint8Array {
-  let total = 0;
-  for (const part of parts) total += part.block.byteLength;
-  if (!LITTLE_ENDIAN) return mergeBlocksPortable(parts, dead, dropped, total);
+  out: Uint32Array,
+  at: number,
+): number {
+  if (!LITTLE_ENDIAN) return mergeIntoPortable(parts, dead, dropped, out, at);
   // Entries are little-endian, as this machine's words: copied two 32-bit words at a time.
-  const out = new Uint32Array(total / 4);
-  let write = 0;
-  for (const part of parts) {
-    const { block, shift, first } = part;
-    const aligned = block.byteOffset % 4 === 0 ? block : new Uint8Array(block);
-    const words = new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
-    for (let word = 0; word < words.length; word += 2) {
+  const checkDead = dead.size > 0;
+  let write = at;
+  for (const { words, from, to, shift, first } of parts) {
+    for (let word = from; word < to; word += 2) {
       const offset = words[word] as number;
-      if (dead.size > 0 && dead.has(first + offset)) {
+      if (checkDead && dead.has(first + offset)) {
         dropped.add(first + offset);
         continue;
       }
@@ -262,32 +273,56 @@ export function mergeBlocks(
       write += 2;
     }
   }
-  return new Uint8Array(out.buffer, 0, write * 4);
+  return write;
+}
+
+/** A block's bytes as a merge part's words (copied when not 4-byte aligned). */
+export function blockWords(block: Uint8Array): Uint32Array {
+  const aligned = block.byteOffset % 4 === 0 ? block : new Uint8Array(block);
+  return new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
+}
+
+/** mergeInto for blocks given as bytes, answering the merged block. */
+export function mergeBlocks(
+  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+  dead: ReadonlySet<number>,
+  dropped: Set<number>,
+): Uint8Array {
+  let total = 0;
+  const wordParts = parts.map(({ block, shift, first }) => {
+    const words = blockWords(block);
+    total += words.length;
+    return { words, from: 0, to: words.length, shift, first };
+  });
+  const out = new Uint32Array(total);
+  const end = mergeInto(wordParts, dead, dropped, out, 0);
+  return new Uint8Array(out.buffer, 0, end * 4);
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
-/** mergeBlocks through DataView reads and writes, for big-endian machines. */
-function mergeBlocksPortable(
-  parts: Array<{ block: Uint8Array; shift: number; first: number }>,
+/** mergeInto through DataView reads and writes, for big-endian machines. */
+function mergeIntoPortable(
+  parts: readonly MergePart[],
   dead: ReadonlySet<number>,
   dropped: Set<number>,
-  total: number,
-): Uint8Array {
-  const out = new Uint8Array(total);
-  const view = new DataView(out.buffer);
-  let entry = 0;
-  for (const part of parts) {
-    const reader = new BlockReader(part.block);
-    for (let index = 0; index < reader.count; index += 1) {
-      const offset = reader.offset(index);
-      if (dead.size > 0 && dead.has(part.first + offset)) {
-        dropped.add(part.first + offset);
+  out: Uint32Array,
+  at: number,
+): number {
+  const target = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let write = at;
+  for (const { words, from, to, shift, first } of parts) {
+    const source = new DataView(words.buffer, words.byteOffset, words.byteLength);
+    for (let word = from; word < to; word += 2) {
+      const offset = source.getUint32(word * 4, true);
+      if (dead.has(first + offset)) {
+        dropped.add(first + offset);
         continue;
       }
-      writeEntry(view, entry, offset + part.shift, reader.tf(index), reader.length(index));
-      entry += 1;
+      target.setUint32(write * 4, offset + shift, true);
+      target.setUint32(write * 4 + 4, source.getUint32(word * 4 + 4, true), true);
+      write += 2;
     }
   }
-  return out.subarray(0, entry * ENTRY_BYTES);
+  return write;
 }

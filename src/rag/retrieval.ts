@@ -9,6 +9,7 @@ import type { Embedder } from './embeddings.js';
 import {
   blockKey,
   chunkIdFor,
+  pageDirectoryKey,
   readCorpus,
   segmentTermCount,
   segmentTermsKey,
@@ -16,6 +17,7 @@ import {
   type RagDatabases,
   type SegmentTerms,
 } from './index-store.js';
+import { findInPage, PageDirectory, pageKey } from './pages.js';
 import { round } from './round.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
@@ -34,6 +36,8 @@ export interface RetrievalContext {
   logger?: Logger | undefined;
   /** Terms of unpublished segments, read once per segment. */
   pendingTerms: Map<string, PendingTerms>;
+  /** Page directories of the segments read, loaded once per segment (null: one key per term, the layout before pages). */
+  directories: Map<string, PageDirectory | null>;
 }
 
 export interface VectorHit {
@@ -54,6 +58,7 @@ function openSegments(context: RetrievalContext, code: string | undefined): { vi
   const views: SegmentView[] = [];
   const pending: Array<{ terms: PendingTerms; applied: number }> = [];
   const seen = new Set<string>();
+  let readable = 0;
   for (const { key, value } of databases.segments.getRange()) {
     if ((value.df_applied ?? 0) > 0 && (value.state === 'building' || value.state === 'abandoned')) {
       seen.add(key);
@@ -72,10 +77,18 @@ function openSegments(context: RetrievalContext, code: string | undefined): { vi
       pending.push({ terms, applied: value.df_applied ?? 0 });
     }
     if (value.state !== 'live' && value.state !== 'merging') continue;
+    readable += 1;
     if (code !== undefined && value.code !== code) continue;
     views.push({ key, first: value.first_chunk, span: value.span });
   }
   for (const key of context.pendingTerms.keys()) if (!seen.has(key)) context.pendingTerms.delete(key);
+  // Directories of segments merged away are dropped (a segment's key is never used again).
+  if (context.directories.size > readable) {
+    for (const key of context.directories.keys()) {
+      const record = databases.segments.get(key);
+      if (record?.state !== 'live' && record?.state !== 'merging') context.directories.delete(key);
+    }
+  }
   const df = (term: string) => {
     let frequency = databases.df.get(term) ?? 0;
     for (const { terms, applied } of pending) {
@@ -108,7 +121,7 @@ export async function retrievePassages(
   const segments = openSegments(context, code);
   const lexical = searchable
     ? scoreBm25(
-        { block: (segment, term) => readBlock(databases, segment, term), df: segments.df },
+        { block: (segment, term) => readBlock(context, segment, term), df: segments.df },
         segments.views,
         tokenize(query, { stopWords: context.stopWords }),
         { chunks: corpus.chunks, averageLength: corpus.total_length / corpus.chunks },
@@ -161,13 +174,27 @@ export function passageOf(
 }
 
 /**
- * A block without copying it: getBinaryFast answers in a shared buffer, valid until the next read
- * (each block is used up before the next is read) and whose `length`, not its byteLength, is the
- * value's size.
+ * A segment's block of a term without copying it, from the term's page (or its own key in a
+ * segment written before pages). getBinaryFast answers in a shared buffer, valid until the next
+ * read (each block is used up before the next is read), whose `length`, not its byteLength, is
+ * the value's size.
  */
-function readBlock(databases: RagDatabases, segment: string, term: string): Uint8Array | undefined {
-  const block = databases.blocks.getBinaryFast(blockKey(segment, term));
-  return block ? block.subarray(0, block.length) : undefined;
+function readBlock(context: RetrievalContext, segment: string, term: string): Uint8Array | undefined {
+  const { databases, directories } = context;
+  let directory = directories.get(segment);
+  if (directory === undefined) {
+    const stored = databases.meta.get(pageDirectoryKey(segment)) as string | undefined;
+    directory = stored === undefined ? null : new PageDirectory(stored);
+    directories.set(segment, directory);
+  }
+  if (directory === null) {
+    const block = databases.blocks.getBinaryFast(blockKey(segment, term));
+    return block ? block.subarray(0, block.length) : undefined;
+  }
+  const page = directory.pageOf(term);
+  if (page < 0) return undefined;
+  const stored = databases.blocks.getBinaryFast(pageKey(segment, page));
+  return stored ? findInPage(stored.subarray(0, stored.length), term) : undefined;
 }
 
 /** Ranks by BM25 alone, or by reciprocal rank fusion of both lists; drops results under the threshold. */
