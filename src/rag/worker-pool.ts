@@ -19,17 +19,6 @@ export function defaultIngestThreads(): number {
   return Math.max(1, Math.min(4, availableParallelism() - 1));
 }
 
-/**
- * The worker threads' Node options: the process's own, and where Node loads ES modules through
- * require(), that turned off. piscina loads the worker's module with require() first and import()
- * when that fails; a thread stopped (the pool closed) while require() instantiates the module
- * aborts the whole process on Node 20 (a fatal V8 check), while import() is stopped cleanly.
- */
-function workerExecArgv(): string[] {
-  const flag = '--no-experimental-require-module';
-  return process.allowedNodeEnvironmentFlags.has(flag) ? [...process.execArgv, flag] : process.execArgv;
-}
-
 /** A preparer on `threads` worker threads, or in-process when `threads` is 0. */
 export function createPreparer(threads: number): Preparer {
   if (threads === 0) {
@@ -40,7 +29,8 @@ export function createPreparer(threads: number): Preparer {
     };
   }
   const pool = new Piscina({
-    filename: new URL('./ingest-worker.js', import.meta.url).href,
+    // A CommonJS entry that imports the worker's module (see there why).
+    filename: new URL('./ingest-worker-entry.cjs', import.meta.url).href,
     // One thread is kept ready (about 8 MB): a thread started by the first document of a burst
     // boots at full priority (its nice value applies once it runs) beside the event loop that is
     // receiving the burst, and the idle timeout below would make every burst after a quiet spell
@@ -50,7 +40,6 @@ export function createPreparer(threads: number): Preparer {
     idleTimeout: 30_000,
     // Background work: on a busy core the event loop (chat, /health) gets the CPU first.
     niceIncrement: 10,
-    execArgv: workerExecArgv(),
   });
   return {
     extract: (task, signal) => pool.run(task, { name: 'extract', signal }) as Promise<ExtractOutcome>,
