@@ -260,7 +260,9 @@ export class IndexWriter {
     }
     // One block per term for the whole segment: the documents' entries in chunk order, each
     // document's offsets moved by the chunks before it, packed into pages (pages.ts). Blocks are
-    // built a slice of terms at a time in one buffer and copied into their pages.
+    // built a slice of terms at a time (SLICE_WRITES terms or SLICE_BYTES of blocks) in one buffer
+    // and copied into their pages; each slice's pages are one transaction, and the writer yields
+    // to the event loop between slices.
     const pages = new PageWriter(segment, (key, page) => {
       pending.push(() => blocks.put(key, page));
       pendingBytes += page.byteLength;
@@ -269,7 +271,7 @@ export class IndexWriter {
     for (let from = 0; from < sorted.length; ) {
       let to = from;
       let bytes = 0;
-      while (to < sorted.length && (to === from || bytes < SLICE_BYTES)) {
+      while (to < sorted.length && to - from < SLICE_WRITES && (to === from || bytes < SLICE_BYTES)) {
         bytes += (counts[to] as number) * ENTRY_BYTES;
         to += 1;
       }
@@ -282,8 +284,7 @@ export class IndexWriter {
         pages.add(sorted[term] as string, buffer.subarray(start * 4, at * 4));
       }
       from = to;
-      // Pages are copied as they are, not encoded: a transaction takes 4 × SLICE_BYTES of them.
-      if (pending.length >= SLICE_WRITES || pendingBytes >= 4 * SLICE_BYTES) yield flush();
+      if (pending.length > 0) yield flush();
     }
     const directory = pages.finish();
     pending.push(() => this.databases.meta.put(pageDirectoryKey(segment), directory));
