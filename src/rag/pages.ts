@@ -79,11 +79,6 @@ export class PageWriter {
     this.bytes += size;
   }
 
-  /** Pages written so far. */
-  get pages(): number {
-    return this.firsts.length;
-  }
-
   /** Writes the last page; answers the directory (every page's first term, joined by '\n'). */
   finish(): string {
     if (this.terms.length > 0) this.flush();
