@@ -5,7 +5,9 @@
  * same LMDB environment: quota takes, key revocations and sessions are shared through it.
  */
 import cluster, { type Worker } from 'node:cluster';
+import inspector from 'node:inspector';
 import { createServer, type AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { Config } from '../config/index.js';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { CommandError } from './args.js';
@@ -20,6 +22,27 @@ interface ListeningMessage {
 
 function isListening(message: unknown): message is ListeningMessage {
   return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'colloquy:listening';
+}
+
+/** The V8 flag that keeps garbage collection on the thread that runs JavaScript. */
+const SINGLE_THREADED_GC = '--single-threaded-gc';
+
+/**
+ * True when the server should run in worker processes started with single-threaded garbage
+ * collection: on one CPU, V8's helper threads cannot run beside the event loop, they only take the
+ * core from it (while 100 documents of 500 KB go in at once, /health p99 20–34 ms with the flag,
+ * 30–60 ms without; docs/benchmarks.md). V8 takes the flag only when Node starts, hence a worker
+ * process under a primary (which restarts it like any worker). Not when the flag is already given,
+ * nor under a debugger or a profiler: they stay with the process they were given to.
+ */
+function wantsSingleThreadedGc(): boolean {
+  const { execArgv } = process;
+  return (
+    availableParallelism() === 1 &&
+    !execArgv.includes(SINGLE_THREADED_GC) &&
+    inspector.url() === undefined &&
+    !execArgv.some((flag) => flag.startsWith('--inspect') || flag.startsWith('--cpu-prof') || flag.startsWith('--heap-prof'))
+  );
 }
 
 /** A worker restarted more often than this within RESTART_WINDOW_MS is left down (crash loop). */
@@ -161,12 +184,17 @@ function startFailure(error: unknown): Error {
   return new CommandError(`could not start: ${code ? `${code} ` : ''}${message}`);
 }
 
-/** Starts serving: one process, or a primary and WORKERS workers. */
+/** Starts serving: one process, or a primary and WORKERS workers (also for one worker on one CPU, see wantsSingleThreadedGc). */
 export async function serve(): Promise<void> {
   const config = loadConfig();
   if (cluster.isPrimary) await ensurePortFree(config.host, config.port);
-  if (cluster.isPrimary && config.workers > 1) {
+  const singleThreadedGc = cluster.isPrimary && wantsSingleThreadedGc();
+  if (cluster.isPrimary && (config.workers > 1 || singleThreadedGc)) {
     const logger = createLogger(config.logLevel);
+    if (singleThreadedGc) {
+      cluster.setupPrimary({ execArgv: [...process.execArgv, SINGLE_THREADED_GC] });
+      logger.info('one CPU: the server runs in worker processes with single-threaded garbage collection');
+    }
     try {
       await servePrimary(config, logger);
     } catch (error) {
