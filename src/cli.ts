@@ -2,13 +2,6 @@
 /** The `colloquy` command line: `serve` starts the server; other commands work on the data directory. */
 import { ConfigError } from './config/index.js';
 import { CommandError, UsageError } from './cli/args.js';
-import { runKeys } from './cli/keys.js';
-import { runQuota } from './cli/quota.js';
-import { runRag } from './cli/rag.js';
-import { serve } from './cli/serve.js';
-import { runStorage } from './cli/storage.js';
-import { runUsage } from './cli/usage.js';
-import { runUsers } from './cli/users.js';
 
 const USAGE = `usage: colloquy <command>
 
@@ -25,26 +18,30 @@ Data commands take --json for machine-readable output and exit 0 on success, 1 w
 fails (no such user, already exists), 2 on a usage mistake, 78 on a configuration error.
 `;
 
-/** Runs one CLI invocation and returns its exit code (undefined while a server keeps running). */
+/**
+ * Runs one CLI invocation and returns its exit code (undefined while a server keeps running). A
+ * command's module is loaded when it runs, so a command loads only what it needs (the primary
+ * process of a clustered server only forks and watches its workers).
+ */
 export async function main(argv: string[]): Promise<number | undefined> {
   const [command] = argv;
   try {
     switch (command) {
       case 'serve':
-        await serve();
+        await (await import('./cli/serve.js')).serve();
         return undefined;
       case 'users':
-        return await runUsers(argv.slice(1));
+        return await (await import('./cli/users.js')).runUsers(argv.slice(1));
       case 'keys':
-        return await runKeys(argv.slice(1));
+        return await (await import('./cli/keys.js')).runKeys(argv.slice(1));
       case 'quota':
-        return await runQuota(argv.slice(1));
+        return await (await import('./cli/quota.js')).runQuota(argv.slice(1));
       case 'rag':
-        return await runRag(argv.slice(1));
+        return await (await import('./cli/rag.js')).runRag(argv.slice(1));
       case 'usage':
-        return await runUsage(argv.slice(1));
+        return await (await import('./cli/usage.js')).runUsage(argv.slice(1));
       case 'storage':
-        return await runStorage(argv.slice(1));
+        return await (await import('./cli/storage.js')).runStorage(argv.slice(1));
       case undefined:
       case 'help':
       case '--help':

@@ -12,7 +12,6 @@ import type { Config } from '../config/index.js';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { CommandError } from './args.js';
 import { createLogger, flushLogs, type Logger } from '../logger.js';
-import { startServer } from '../server.js';
 
 /** Message a worker sends the primary once it listens. */
 interface ListeningMessage {
@@ -53,6 +52,8 @@ const RESTART_WINDOW_MS = 60_000;
 async function serveOne(config: Readonly<Config>): Promise<void> {
   const base = createLogger(config.logLevel);
   const logger = cluster.isWorker ? base.child({ worker: cluster.worker?.id, pid: process.pid }) : base;
+  // Loaded here, not at the top: a primary process never runs a server itself.
+  const { startServer } = await import('../server.js');
   const server = await startServer(config, { logger });
   if (cluster.isWorker) process.send?.({ type: 'colloquy:listening', port: server.port } satisfies ListeningMessage);
   let stopping = false;
