@@ -1,6 +1,6 @@
 /**
- * `colloquy serve`. With WORKERS > 1 the primary forks that many processes (node:cluster); each
- * runs a whole server on the same port. uWS listens with SO_REUSEPORT, so the kernel spreads new
+ * `colloquy serve`. With WORKERS > 1 (or on one CPU, see wantsSingleThreadedGc) the primary forks
+ * that many processes (node:cluster); each runs a whole server on the same port. uWS listens with SO_REUSEPORT, so the kernel spreads new
  * connections across the workers without the primary relaying anything. All workers open the
  * same LMDB environment: quota takes, key revocations and sessions are shared through it.
  */
