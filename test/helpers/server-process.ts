@@ -17,12 +17,16 @@ export interface ServerProcessOptions {
   config?: Record<string, unknown>;
   /** Extra environment (COLLOQUY_ADMIN_TOKEN, …). */
   env?: Record<string, string>;
+  /** A command Node runs under, e.g. `['taskset', '-c', '0']` for one CPU. */
+  launcher?: string[];
 }
 
 export interface ServerProcess {
   url: string;
   port: number;
   dataDir: string;
+  /** The process started last (under a launcher that execs, Node's own). */
+  readonly pid: number | undefined;
   fetch(path: string, init?: RequestInit): Promise<Response>;
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
   /** The server's event-loop delay since the previous call, from its /metrics (prom-client resets it on each scrape). */
@@ -31,8 +35,8 @@ export interface ServerProcess {
   kill(): Promise<void>;
   /** Starts the server again on the same port and data directory (after kill()). */
   restart(): Promise<void>;
-  /** SIGTERM, wait for the exit, remove the data directory. */
-  close(): Promise<void>;
+  /** SIGTERM, wait for the exit, remove the data directory; answers the exit code. */
+  close(): Promise<number | null>;
 }
 
 export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
@@ -44,7 +48,8 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   let child: ChildProcess | undefined;
 
   const launch = async () => {
-    const server = spawn(process.execPath, [CLI, 'serve'], {
+    const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
+    const server = spawn(command as string, [...launcherArgs, CLI, 'serve'], {
       env: {
         PATH: process.env.PATH ?? '',
         HOST: '127.0.0.1',
@@ -69,13 +74,14 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     throw new Error('the server process did not start (or its store did not open)');
   };
 
-  const stop = async (signal: NodeJS.Signals) => {
+  const stop = async (signal: NodeJS.Signals): Promise<number | null> => {
     const server = child;
-    if (!server || server.exitCode !== null) return;
-    const exited = new Promise((resolve) => server.once('exit', resolve));
+    if (!server || server.exitCode !== null) return server?.exitCode ?? null;
+    const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
     server.kill(signal);
-    await exited;
+    const code = await exited;
     child = undefined;
+    return code;
   };
 
   await launch();
@@ -83,6 +89,9 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     url,
     port,
     dataDir,
+    get pid() {
+      return child?.pid;
+    },
     fetch: (path, init) => fetch(url + path, init),
     post: (path, body, headers = {}) =>
       fetch(url + path, {
@@ -98,11 +107,14 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
       };
       return { p99_ms: value('p99'), max_ms: value('max') };
     },
-    kill: () => stop('SIGKILL'),
+    kill: async () => {
+      await stop('SIGKILL');
+    },
     restart: launch,
     close: async () => {
-      await stop('SIGTERM');
+      const code = await stop('SIGTERM');
       rmSync(dataDir, { recursive: true, force: true });
+      return code;
     },
   };
 }
