@@ -92,6 +92,23 @@ describe('the segmented knowledge-base index', () => {
     await close(index);
   });
 
+  it('writes a segment of many terms in transactions of at most 2,000 terms, with a turn of the event loop between them', async () => {
+    // Distinct terms, each in one chunk: their blocks are tiny, so only the term count bounds a slice.
+    const transactionsFor = async (terms: number) => {
+      const index = openIndex();
+      const words = Array.from({ length: terms }, (_, number) => `t${number.toString(36)}x`);
+      const before = index.knowledge.writeCounters.transactions;
+      await index.knowledge.add({ title: 'many terms', text: words.join(' ') });
+      const transactions = index.knowledge.writeCounters.transactions - before;
+      await close(index);
+      return transactions;
+    };
+    const few = await transactionsFor(2_000);
+    const many = await transactionsFor(10_000);
+    // Four more slices of 2,000 terms: each one transaction of pages and one of document frequencies.
+    assert.ok(many - few >= 8, `transactions: ${few} for 2,000 terms, ${many} for 10,000`);
+  });
+
   it('keeps BM25 scores and statistics exact through deletes, replacements and merges', async () => {
     const live = openIndex();
     const fresh = openIndex();
