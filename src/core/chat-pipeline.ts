@@ -1,8 +1,9 @@
 /**
  * The one generation core shared by every chat-like route: conversation, sources, generate,
- * persist, as events. It takes an admitted job and an AbortSignal and yields ChatEvents; it never
- * sees a socket, a header or a status. Errors never escape as exceptions: they end the sequence
- * with one `error` event. When the signal aborts, the sequence just stops.
+ * persist, as events. It takes an admitted job and an AbortSignal and yields ChatEvents in
+ * batches (what is ready at once, e.g. the deltas of one upstream read, comes as one array, never
+ * empty); it never sees a socket, a header or a status. Errors never escape as exceptions: they
+ * end the sequence with one `error` event. When the signal aborts, the sequence just stops.
  */
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { ApiError, ServerShutdown, toApiError } from '../errors.js';
@@ -19,8 +20,8 @@ import { gatherSources, NO_SOURCES, wantsSources } from './sources.js';
 export class ChatPipeline {
   constructor(private readonly deps: ChatDependencies) {}
 
-  /** The events of one job: start, progress, sources, thinking, delta, then done or error. */
-  async *run(job: ChatJob, signal: AbortSignal): AsyncGenerator<ChatEvent> {
+  /** The events of one job in batches: start, progress, sources, thinking, delta, then done or error. */
+  async *run(job: ChatJob, signal: AbortSignal): AsyncGenerator<ChatEvent[]> {
     const { deps } = this;
     const { request, model, reservation } = job;
     if (signal.aborted) {
@@ -37,37 +38,43 @@ export class ChatPipeline {
     let tokensSettled = false;
     const promptTokens = estimateTokensFromChars(promptChars(request, job.given));
 
-    yield { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp };
-    yield { type: 'progress', stage: 'accepted', message: 'Request accepted' };
+    yield [
+      { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp },
+      { type: 'progress', stage: 'accepted', message: 'Request accepted' },
+    ];
     try {
       // Without a session nothing is read: the conversation is built without a promise round-trip.
       const conversation = job.request.session_id === undefined || job.given ? conversationOf(job, []) : await buildConversation(job, deps);
       if (hasEarlierTurns(job)) {
-        yield {
-          type: 'progress',
-          stage: 'history',
-          message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
-        };
+        yield [
+          {
+            type: 'progress',
+            stage: 'history',
+            message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
+          },
+        ];
       }
       const gathered = wantsSources(job) ? yield* gatherSources(job, deps, signal) : NO_SOURCES;
       const bounds = { maxBytes: deps.maxAnswerBytes, maxTokens: request.max_tokens };
       const generated = yield* generate(job, deps, conversation.messages, gathered, answer, bounds, signal);
       if (request.session_id !== undefined) {
-        yield { type: 'progress', stage: 'saving', message: 'Saving the turn to the session' };
+        yield [{ type: 'progress', stage: 'saving', message: 'Saving the turn to the session' }];
         await persistTurn(job, deps, newTurn, answer, { incomplete: generated.truncated });
       }
       settled = true;
       tokensSettled = true;
       const quota = await reservation.settle(generated.usage.input_tokens + generated.usage.output_tokens);
-      yield {
-        type: 'done',
-        finishReason: generated.finishReason,
-        usage: generated.usage,
-        timestamp: new Date().toISOString(),
-        model: generated.model,
-        attempts: generated.attempts,
-        quota,
-      };
+      yield [
+        {
+          type: 'done',
+          finishReason: generated.finishReason,
+          usage: generated.usage,
+          timestamp: new Date().toISOString(),
+          model: generated.model,
+          attempts: generated.attempts,
+          quota,
+        },
+      ];
     } catch (error) {
       // A client that left is not written to; a server shutting down tells the client it stops.
       if (signal.aborted && !(signal.reason instanceof ServerShutdown)) return;
@@ -76,7 +83,7 @@ export class ChatPipeline {
       // Nothing was produced: the caller got nothing for their quota, so it goes back.
       tokensSettled = true;
       const quota = answer.produced ? await this.settleProduced(job, promptTokens, answer) : await this.refund(job);
-      yield { type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) };
+      yield [{ type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) }];
     } finally {
       // A client that left pays for the prompt and what was produced (never less than the prompt).
       if (!tokensSettled) await this.settleProduced(job, promptTokens, answer);

@@ -2,6 +2,10 @@
  * Stage 3, generating: the provider's stream mapped onto chat events. Reasoning is passed on only
  * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
  * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
+ *
+ * Events come out in batches: everything one provider batch (one upstream read) produced is
+ * yielded as one array, and a batch is always handed on before the stage waits for the provider,
+ * so batching never holds an event back. A reply stream writes a batch as one frame run.
  */
 import {
   type Attempt,
@@ -117,8 +121,10 @@ export async function* generate(
   answer: AnswerRecord,
   bounds: AnswerBounds,
   signal: AbortSignal,
-): AsyncGenerator<ChatEvent, Generated> {
+): AsyncGenerator<ChatEvent[], Generated> {
   const { request } = job;
+  // The events produced since the last yield; handed on (yield out) before every wait.
+  let out: ChatEvent[] = [];
   const deepThinking = request.deep_thinking ?? false;
   const showThinking = deepThinking || job.alwaysShowReasoning === true;
   const generating = (outputTokens: number): ChatEvent => ({
@@ -129,7 +135,7 @@ export async function* generate(
   });
   // Stages are reported in order: with deep thinking, reasoning (if any) comes before the answer.
   let generatingReported = !deepThinking;
-  if (generatingReported) yield generating(0);
+  if (generatingReported) out.push(generating(0));
   let thinkingReported = false;
   let usage: Usage | undefined;
   let finishReason: FinishReason = 'stop';
@@ -160,6 +166,11 @@ export async function* generate(
       signal,
     );
     try {
+      // Whatever is ready goes out before the wait for the upstream's first batch.
+      if (out.length > 0) {
+        yield out;
+        out = [];
+      }
       // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the
       // loop returns the provider's stream, which closes the upstream request.
       batches: for await (const batch of stream) {
@@ -174,9 +185,9 @@ export async function* generate(
               answer.produced = true;
               if (!thinkingReported) {
                 thinkingReported = true;
-                yield { type: 'progress', stage: 'thinking', message: 'The model is reasoning' };
+                out.push({ type: 'progress', stage: 'thinking', message: 'The model is reasoning' });
               }
-              yield { type: 'thinking', text: event.text };
+              out.push({ type: 'thinking', text: event.text });
               break;
             case 'delta':
             case 'tool_call': {
@@ -184,7 +195,7 @@ export async function* generate(
               started = true;
               if (!generatingReported) {
                 generatingReported = true;
-                yield generating(0);
+                out.push(generating(0));
               }
               answer.produced = true;
               const text = event.type === 'delta' ? event.text : event.arguments;
@@ -197,16 +208,16 @@ export async function* generate(
               }
               if (event.type === 'tool_call') {
                 answer.addToolCall(event);
-                yield event;
+                out.push(event);
                 break;
               }
               answer.add(text);
               deltas += 1;
-              yield { type: 'delta', text };
+              out.push({ type: 'delta', text });
               const now = performance.now();
               if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
                 lastProgress = now;
-                yield generating(deltas);
+                out.push(generating(deltas));
               }
               break;
             }
@@ -217,6 +228,10 @@ export async function* generate(
             default:
               assertNever(event);
           }
+        }
+        if (out.length > 0) {
+          yield out;
+          out = [];
         }
       }
       answered = candidate;
@@ -232,7 +247,9 @@ export async function* generate(
       attempts.push({ model: candidate.model.id, error_code: error.code });
     }
   }
-  if (!generatingReported) yield generating(0);
+  if (!generatingReported) out.push(generating(0));
+  // What a batch cut short by the bounds produced, and the stage's late report.
+  if (out.length > 0) yield out;
   usage ??= {
     input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
     output_tokens: estimateTokensFromChars(answer.chars),

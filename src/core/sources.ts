@@ -33,20 +33,22 @@ export function wantsSearch(job: ChatJob): boolean {
   return job.kind === 'search' || Boolean(job.request.web_search);
 }
 
-/** Runs retrieval and search as the request asks, yielding their progress, then the sources. */
+/** Runs retrieval and search as the request asks, yielding their progress, then the search summary and the sources. */
 export async function* gatherSources(
   job: ChatJob,
   deps: Pick<ChatDependencies, 'retriever' | 'search'>,
   signal: AbortSignal,
-): AsyncGenerator<ChatEvent, Gathered> {
+): AsyncGenerator<ChatEvent[], Gathered> {
   const { request } = job;
   const sources: Source[] = [];
+  // The search summary and the sources, ready together once the last wait is over.
+  const ready: ChatEvent[] = [];
   const add = (source: Omit<Source, 'index' | 'snippet'> & { snippet: string }): void => {
     sources.push({ ...source, index: sources.length + 1, snippet: cut(source.snippet, SNIPPET_MAX_CHARS) });
   };
 
   if (request.rag) {
-    yield { type: 'progress', stage: 'retrieval', message: 'Searching the knowledge base' };
+    yield [{ type: 'progress', stage: 'retrieval', message: 'Searching the knowledge base' }];
     const options = typeof request.rag === 'object' ? request.rag : {};
     const passages = await deps.retriever.retrieve(
       request.message,
@@ -64,7 +66,7 @@ export async function* gatherSources(
   }
 
   if (wantsSearch(job)) {
-    yield { type: 'progress', stage: 'search', message: 'Searching the web' };
+    yield [{ type: 'progress', stage: 'search', message: 'Searching the web' }];
     const fromFlag = typeof request.web_search === 'object' ? request.web_search.max_results : undefined;
     const maxResults = request.max_results ?? fromFlag ?? DEFAULT_MAX_RESULTS;
     const results = await deps.search.search(request.message, { maxResults }, signal);
@@ -72,10 +74,11 @@ export async function* gatherSources(
       add({ kind: deps.search.sourceKind, title: result.title, ...(result.url ? { url: result.url } : {}), snippet: result.snippet });
     }
     const summary: SearchSummary = { provider: deps.search.name, query: toSearchQuery(request.message), resultCount: results.length };
-    yield { type: 'search', ...summary };
+    ready.push({ type: 'search', ...summary });
   }
 
   const searched = Boolean(request.rag) || wantsSearch(job);
-  if (searched) yield { type: 'sources', sources };
+  if (searched) ready.push({ type: 'sources', sources });
+  if (ready.length > 0) yield ready;
   return { sources, searched };
 }

@@ -77,12 +77,14 @@ export class ChatReplies {
   async json(context: HttpContext, admitted: AdmittedChat, collector: ChatCollector): Promise<void> {
     const { events, observer } = this.observed(admitted, context);
     try {
-      for await (const event of events) {
-        observer.see(event);
-        collector.add(event);
-        if (event.type === 'error') {
-          if (context.signal.aborted) return;
-          throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+      for await (const batch of events) {
+        for (const event of batch) {
+          observer.see(event);
+          collector.add(event);
+          if (event.type === 'error') {
+            if (context.signal.aborted) return;
+            throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+          }
         }
       }
       if (context.signal.aborted) return;
@@ -112,9 +114,11 @@ export class ChatReplies {
     admitted.release = () => undefined;
     const pipeline = this.pipeline;
     async function* observedEvents(signal: AbortSignal): AsyncGenerator<ChatEvent> {
-      for await (const event of pipeline.run(job, signal)) {
-        observer.see(event);
-        yield event;
+      for await (const batch of pipeline.run(job, signal)) {
+        for (const event of batch) {
+          observer.see(event);
+          yield event;
+        }
       }
     }
     return this.services.resumable.start({
@@ -154,7 +158,7 @@ export class ChatReplies {
     admitted: AdmittedChat,
     framing: StreamFraming,
     options: { untilSources: boolean },
-    events: AsyncGenerator<ChatEvent>,
+    events: AsyncGenerator<ChatEvent[]>,
     observer: ChatObserver,
   ): Promise<void> {
     const prelude = await runPrelude(events, admitted, options);
@@ -166,18 +170,21 @@ export class ChatReplies {
       ...(framing.heartbeat ? { heartbeat: framing.heartbeat } : {}),
     });
     metrics.activeStreams.inc();
-    let ended = false;
-    // write() resolves once the client can take more, or false when it left.
-    const send = async (event: ChatEvent): Promise<boolean> => {
-      observer.see(event);
-      if (event.type === 'done') ended = true;
-      const frame = framing.encode(event);
-      return frame === undefined || (await stream.write(frame));
+    // A batch goes out as one write (one socket send for the deltas of one upstream read); the
+    // trailer rides with `done`. write() resolves once the client can take more, or false when it left.
+    const send = async (batch: readonly ChatEvent[]): Promise<boolean> => {
+      let frames = '';
+      for (const event of batch) {
+        observer.see(event);
+        const frame = framing.encode(event);
+        if (frame !== undefined) frames += frame;
+        if (event.type === 'done' && framing.trailer) frames += framing.trailer;
+      }
+      return frames.length === 0 || (await stream.write(frames));
     };
     try {
-      let open = true;
+      let open = prelude.held.length === 0 || (await send(prelude.held));
       let finished = prelude.finished;
-      for (const event of prelude.held) if (open) open = await send(event);
       if (open && prelude.pending) {
         const next = await prelude.pending;
         if (next.done) finished = true;
@@ -185,9 +192,8 @@ export class ChatReplies {
       }
       if (open && !finished) {
         // Leaving this loop early returns the generator, which closes the upstream request at once.
-        for await (const event of events) if (!(await send(event))) break;
+        for await (const batch of events) if (!(await send(batch))) break;
       }
-      if (ended && framing.trailer) await stream.write(framing.trailer);
     } finally {
       await events.return(undefined);
       metrics.activeStreams.dec();
@@ -204,8 +210,8 @@ export function holdsSearch(admitted: AdmittedChat): boolean {
 /** Events pulled before the stream opened, to be sent first; `finished` when the sequence already ended. */
 interface Prelude {
   held: ChatEvent[];
-  /** An event asked for when the commit resolved, not yet arrived (a slow upstream): it comes next. */
-  pending?: Promise<IteratorResult<ChatEvent>>;
+  /** A batch asked for when the commit resolved, not yet arrived (a slow upstream): it comes next. */
+  pending?: Promise<IteratorResult<ChatEvent[]>>;
   finished: boolean;
 }
 
@@ -216,35 +222,44 @@ interface Prelude {
  * JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an `error`
  * event on a 200 stream. Holding is bounded: it lasts one commit (or one search).
  */
-async function runPrelude(events: AsyncGenerator<ChatEvent>, admitted: AdmittedChat, options: { untilSources: boolean }): Promise<Prelude> {
+async function runPrelude(
+  events: AsyncGenerator<ChatEvent[]>,
+  admitted: AdmittedChat,
+  options: { untilSources: boolean },
+): Promise<Prelude> {
   const held: ChatEvent[] = [];
   let durable = false;
   const committed = admitted.job.reservation.durable.then(() => {
     durable = true;
   });
   let sourcesSeen = !options.untilSources;
+  // Holds a batch; true once it brought the sources. A failed search is thrown as a JSON error.
+  const hold = (batch: readonly ChatEvent[]): boolean => {
+    for (const event of batch) {
+      if (event.type === 'error' && options.untilSources) throw searchFailure(event, admitted);
+      held.push(event);
+      if (event.type === 'sources') sourcesSeen = true;
+    }
+    return sourcesSeen;
+  };
   try {
     while (!(durable && sourcesSeen)) {
       const next = events.next();
       // Until the commit resolves, keep pulling; once it has, pull only what the search hold needs.
       const result = durable ? await next : await Promise.race([next, committed.then(() => undefined)]);
       if (result === undefined) {
-        // The commit won the race: the stream may open now; the event asked for is still ours.
+        // The commit won the race: the stream may open now; the batch asked for is still ours.
         if (sourcesSeen) return { held, pending: next, finished: false };
         const late = await next;
         if (late.done) return { held, finished: true };
-        if (late.value.type === 'error' && options.untilSources) throw searchFailure(late.value, admitted);
-        held.push(late.value);
-        if (late.value.type === 'sources') sourcesSeen = true;
+        hold(late.value);
         continue;
       }
       if (result.done) {
         await committed;
         return { held, finished: true };
       }
-      if (result.value.type === 'error' && options.untilSources) throw searchFailure(result.value, admitted);
-      held.push(result.value);
-      if (result.value.type === 'sources') sourcesSeen = true;
+      hold(result.value);
     }
     return { held, finished: false };
   } catch (error) {
