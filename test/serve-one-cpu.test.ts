@@ -1,7 +1,7 @@
 /**
  * A server confined to one CPU runs in a worker process started with single-threaded garbage
- * collection (V8's helper threads would only take that core from the event loop), and still
- * answers, stops on SIGTERM with exit code 0 and leaves nothing listening.
+ * collection (V8's helper threads would only take that core from the event loop) and a larger
+ * young generation, and still answers, stops on SIGTERM with exit code 0 and leaves nothing listening.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ describe('a server on one CPU', () => {
       const workers = childCommandLines(server.pid as number);
       assert.equal(workers.length, 1, JSON.stringify(workers));
       assert.ok(workers[0]?.includes('--single-threaded-gc'), JSON.stringify(workers));
+      assert.ok(workers[0]?.includes('--max-semi-space-size=32'), JSON.stringify(workers));
       assert.equal((await server.post('/api/chat/', { message: 'hello from one CPU' })).status, 200);
     } finally {
       // A failed assertion must not leave the server running either.
@@ -34,5 +35,20 @@ describe('a server on one CPU', () => {
       () => true,
     );
     assert.ok(refused, 'nothing listens on the port any more');
+  });
+
+  test('leaves the young generation to the operator who sized it in NODE_OPTIONS', { timeout: 60_000 }, async () => {
+    const server = await startServerProcess({
+      launcher: ['taskset', '-c', '0'],
+      env: { WORKERS: '1', NODE_OPTIONS: '--max-semi-space-size=8' },
+    });
+    try {
+      const workers = childCommandLines(server.pid as number);
+      assert.equal(workers.length, 1, JSON.stringify(workers));
+      assert.ok(!workers[0]?.some((flag) => flag.startsWith('--max-semi-space-size')), JSON.stringify(workers));
+      assert.equal((await server.post('/api/chat/', { message: 'hello again' })).status, 200);
+    } finally {
+      assert.equal(await server.close(), 0);
+    }
   });
 });
