@@ -5,7 +5,8 @@
  *
  * Events come out in batches: everything one provider batch (one upstream read) produced is
  * yielded as one array, and a batch is always handed on before the stage waits for the provider,
- * so batching never holds an event back. A reply stream writes a batch as one frame run.
+ * so batching never holds an event back. A JSON reply folds a batch in one go; a stream still
+ * writes it frame by frame.
  */
 import {
   type Attempt,
