@@ -37,16 +37,16 @@ const SINGLE_THREADED_GC = '--single-threaded-gc';
 const YOUNG_GENERATION = '--max-semi-space-size=32';
 
 /** True when the operator already sized the young generation (command line or NODE_OPTIONS). */
-function youngGenerationGiven(): boolean {
+function youngGenerationGiven(nodeOptions: readonly string[]): boolean {
   const given = (flag: string) => flag.startsWith('--max-semi-space-size') || flag.startsWith('--semi-space');
-  return process.execArgv.some(given) || (process.env.NODE_OPTIONS ?? '').split(/\s+/).some(given);
+  return process.execArgv.some(given) || nodeOptions.some(given);
 }
 
 /** The V8 flags a worker starts with: the primary's, then ours unless the operator set them. */
-function workerExecArgv(singleThreadedGc: boolean): string[] {
+function workerExecArgv(singleThreadedGc: boolean, nodeOptions: readonly string[]): string[] {
   const flags = [...process.execArgv];
   if (singleThreadedGc) flags.push(SINGLE_THREADED_GC);
-  if (!youngGenerationGiven()) flags.push(YOUNG_GENERATION);
+  if (!youngGenerationGiven(nodeOptions)) flags.push(YOUNG_GENERATION);
   return flags;
 }
 
@@ -216,7 +216,7 @@ export async function serve(): Promise<void> {
   const singleThreadedGc = cluster.isPrimary && wantsSingleThreadedGc();
   if (cluster.isPrimary && (config.workers > 1 || singleThreadedGc)) {
     const logger = createLogger(config.logLevel);
-    cluster.setupPrimary({ execArgv: workerExecArgv(singleThreadedGc) });
+    cluster.setupPrimary({ execArgv: workerExecArgv(singleThreadedGc, config.nodeOptions) });
     if (singleThreadedGc) logger.info('one CPU: the server runs in worker processes with single-threaded garbage collection');
     try {
       await servePrimary(config, logger);

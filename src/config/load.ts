@@ -172,6 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     dataDir: env.COLLOQUY_DATA_DIR || './data',
     storage: resolveStorage(file, env),
     workers: intFromEnv(env, 'WORKERS', 1, 1),
+    nodeOptions: (env.NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag.length > 0),
     logLevel: env.LOG_LEVEL || 'info',
     adminToken: env.COLLOQUY_ADMIN_TOKEN || undefined,
     authRequired: file.auth_required ?? env.COLLOQUY_AUTH_REQUIRED === 'true',

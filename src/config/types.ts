@@ -45,6 +45,8 @@ export interface Config {
   /** `storage` in the file, or COLLOQUY_REDIS_URL (which wins over the file's url). */
   storage: StorageConfig;
   workers: number;
+  /** The flags NODE_OPTIONS gives Node (and so every worker); serve leaves V8 settings given there alone. */
+  nodeOptions: readonly string[];
   logLevel: string;
   adminToken: string | undefined;
   authRequired: boolean;
