@@ -234,14 +234,13 @@ async function runPrelude(
     durable = true;
   });
   let sourcesSeen = !options.untilSources;
-  // Holds a batch; true once it brought the sources. A failed search is thrown as a JSON error.
-  const hold = (batch: readonly ChatEvent[]): boolean => {
+  // Holds a batch, noting the sources; a failed search is thrown as a JSON error.
+  const hold = (batch: readonly ChatEvent[]): void => {
     for (const event of batch) {
       if (event.type === 'error' && options.untilSources) throw searchFailure(event, admitted);
       held.push(event);
       if (event.type === 'sources') sourcesSeen = true;
     }
-    return sourcesSeen;
   };
   try {
     while (!(durable && sourcesSeen)) {
