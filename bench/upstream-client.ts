@@ -1,13 +1,13 @@
 /**
  * In-process microbenchmark of the streamed upstream client alone: N streamed chat calls, C at a
- * time, through UpstreamClient + sseFrames (the provider's read loop, stopping at `[DONE]` as the
+ * time, through UpstreamClient + readSse (the provider's read loop, stopping at `[DONE]` as the
  * openai provider does) against the loopback mock upstream running as a child process, so the CPU
  * time this process reports is the client's own. Prints CPU µs per call (user + system) and the
  * wall-clock rate; stops by itself.
  *
  *   node dist/bench/upstream-client.js [--calls 5000] [--concurrency 20] [--chunks 8] [--size 6] [--warmup 500]
  */
-import { sseFrames } from '../src/upstream/frames.js';
+import { type Dialect, type EventSourceMessage, readSse } from '../src/upstream/frames.js';
 import { UpstreamClient } from '../src/upstream/stream-call.js';
 import { round, startNodeHelper, stopAllChildren } from './harness.js';
 
@@ -48,17 +48,24 @@ const call = {
   body: { model: 'mock-gpt', stream: true, messages: [{ role: 'user', content: 'Say hello to the benchmark.' }] },
 };
 
+/** A dialect that counts data frames up to `[DONE]`. */
+const countFrames: Dialect<EventSourceMessage, 1> = {
+  frame(frame, out) {
+    if (frame.data === '[DONE]') return true;
+    out.push(1);
+    return false;
+  },
+  end(_out, terminal) {
+    if (!terminal) throw new Error('the stream ended without [DONE]');
+  },
+};
+
 /** One streamed call read the way a provider reads it; returns the number of data frames seen. */
 async function oneCall(): Promise<number> {
   const signal = new AbortController().signal;
   let frames = 0;
-  for await (const batch of sseFrames(client.stream(call, signal), 'bench', MAX_FRAME_BYTES)) {
-    for (const frame of batch) {
-      if (frame.data === '[DONE]') return frames;
-      frames += 1;
-    }
-  }
-  throw new Error('the stream ended without [DONE]');
+  for await (const batch of readSse(client.stream(call, signal), countFrames, 'bench', MAX_FRAME_BYTES)) frames += batch.length;
+  return frames;
 }
 
 /** Runs `total` calls with `concurrency` in flight; returns the frames seen in all. */

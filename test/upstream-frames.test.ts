@@ -1,11 +1,12 @@
 /**
- * The shared frame loops (sseFrames, ndjsonLines) over a scripted body: reads cut anywhere (inside
- * a character, across the parser's slices) still give whole frames, and the body is handed back
- * exactly as `for await` would: once when the reader stops early, never after it failed or ended.
+ * The shared frame loop (readSse, readNdjson) over a scripted body: reads cut anywhere (inside a
+ * character, across the loop's slices) still give whole frames to the dialect, events before a
+ * failure go out before it, and the body is handed back exactly as `for await` would: once when the
+ * reader stops early or the reply ended at its terminal frame, never after the body failed or ended.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ndjsonLines, sseFrames } from '../src/upstream/frames.js';
+import { type Dialect, type EventSourceMessage, readNdjson, readSse } from '../src/upstream/frames.js';
 
 /** An async body that yields the given reads, then fails if asked to; counts `return` calls. */
 class ScriptedBody implements AsyncIterableIterator<Uint8Array> {
@@ -36,64 +37,115 @@ function cut(bytes: Buffer, size: number): Uint8Array[] {
   return reads;
 }
 
+/**
+ * A dialect of `{"word": …}` frames: each word is an event, `{"stop": true}` is the terminal frame,
+ * `{"bad": true}` a malformed one; at the end `end` is added, unless `strict` and no terminal came.
+ */
+function wordDialect(strict = false): Dialect<{ data: string } | string, string> {
+  return {
+    frame(frame, out) {
+      const json = JSON.parse(typeof frame === 'string' ? frame : frame.data) as { word?: string; stop?: boolean; bad?: boolean };
+      if (json.bad) throw new Error('bad frame');
+      if (json.stop) return true;
+      out.push(json.word ?? '');
+      return false;
+    },
+    end(out, terminal) {
+      if (strict && !terminal) throw new Error('cut short');
+      out.push(terminal ? 'end at stop' : 'end of body');
+    },
+  };
+}
+
+/** Every event of a reply, in order. */
+async function eventsOf(reply: AsyncIterable<string[]>): Promise<string[]> {
+  const seen: string[] = [];
+  for await (const batch of reply) {
+    assert.ok(batch.length > 0, 'a batch is never empty');
+    seen.push(...batch);
+  }
+  return seen;
+}
+
+const sseOf = (frames: object[]): Buffer => Buffer.from(frames.map((frame) => `data: ${JSON.stringify(frame)}\n\n`).join(''));
 const words = Array.from({ length: 60 }, (_, index) => `mot ${index} é ü 😀 ${'x'.repeat(index * 7)}`);
 const sse = Buffer.from(words.map((word) => `data: ${JSON.stringify({ word })}\n\n`).join(''));
 
-describe('upstream frame loops', () => {
+describe('upstream frame loop', () => {
   for (const size of [1, 7, 1000, 5000, sse.byteLength]) {
     test(`SSE frames survive reads of ${size} bytes cut anywhere, inside characters and slices`, async () => {
-      const seen: string[] = [];
-      for await (const batch of sseFrames(new ScriptedBody(cut(sse, size)), 'test', 65_536)) {
-        for (const frame of batch) seen.push((JSON.parse(frame.data) as { word: string }).word);
-      }
-      assert.deepEqual(seen, words);
+      const seen = await eventsOf(readSse<string>(new ScriptedBody(cut(sse, size)), wordDialect(), 'test', 65_536));
+      assert.deepEqual(seen, [...words, 'end of body']);
     });
   }
 
   test('NDJSON lines survive reads cut inside characters, and a last line without a newline is kept', async () => {
-    const text = `${words.map((word) => JSON.stringify({ word })).join('\n')}\n${JSON.stringify({ word: 'last' })}`;
+    const text = `${words.map((word) => JSON.stringify({ word })).join('\n')}\n\n  \n${JSON.stringify({ word: 'last' })}`;
+    const seen = await eventsOf(readNdjson<string>(new ScriptedBody(cut(Buffer.from(text), 3)), wordDialect(), 'test', 65_536));
+    assert.deepEqual(seen, [...words, 'last', 'end of body']);
+  });
+
+  test('the terminal frame ends the reply: nothing after it is read, and the body is handed back once', async () => {
+    const body = new ScriptedBody(cut(sseOf([{ word: 'a' }, { word: 'b' }, { stop: true }, { word: 'after' }, { bad: true }]), 10));
+    assert.deepEqual(await eventsOf(readSse<string>(body, wordDialect(true), 'test', 65_536)), ['a', 'b', 'end at stop']);
+    assert.equal(body.returned, 1);
+  });
+
+  test('events before a bad frame go out before its error, and the body is handed back', async () => {
+    const body = new ScriptedBody([sseOf([{ word: 'a' }, { word: 'b' }, { bad: true }, { word: 'c' }])]);
+    const reply = readSse<string>(body, wordDialect(), 'test', 65_536);
+    assert.deepEqual(await reply.next(), { value: ['a', 'b'], done: false });
+    await assert.rejects(reply.next(), /bad frame/);
+    assert.deepEqual(await reply.next(), { value: undefined, done: true });
+    assert.equal(body.returned, 1);
+  });
+
+  test('a reply the dialect finds cut short fails after the events it had', async () => {
+    const body = new ScriptedBody([sseOf([{ word: 'a' }])]);
     const seen: string[] = [];
-    for await (const lines of ndjsonLines(new ScriptedBody(cut(Buffer.from(text), 3)), 'test', 65_536)) {
-      for (const line of lines) seen.push((JSON.parse(line) as { word: string }).word);
-    }
-    assert.deepEqual(seen, [...words, 'last']);
+    await assert.rejects(async () => {
+      for await (const batch of readSse<string>(body, wordDialect(true), 'test', 65_536)) seen.push(...batch);
+    }, /cut short/);
+    assert.deepEqual(seen, ['a']);
+    assert.equal(body.returned, 0);
   });
 
   test('a reader that stops early hands the body back once; a body that ended or failed is not handed back', async () => {
     const early = new ScriptedBody(cut(sse, 100));
-    for await (const batch of sseFrames(early, 'test', 65_536)) {
+    for await (const batch of readSse<string>(early, wordDialect(), 'test', 65_536)) {
       assert.ok(batch.length > 0);
       break;
     }
     assert.equal(early.returned, 1);
 
     const ended = new ScriptedBody(cut(sse, 100));
-    for await (const _batch of sseFrames(ended, 'test', 65_536));
+    await eventsOf(readSse<string>(ended, wordDialect(), 'test', 65_536));
     assert.equal(ended.returned, 0);
 
     const failure = new Error('reset');
     const failing = new ScriptedBody(cut(sse, 100), failure);
+    const seen: string[] = [];
     await assert.rejects(
       (async () => {
-        for await (const _batch of sseFrames(failing, 'test', 65_536));
+        for await (const batch of readSse<string>(failing, wordDialect(), 'test', 65_536)) seen.push(...batch);
       })(),
       (error) => error === failure,
     );
+    assert.deepEqual(seen, words, 'every frame before the failure went out');
     assert.equal(failing.returned, 0);
 
-    const lines = new ScriptedBody([Buffer.from('{"a":1}\n{"a":2}\n'), Buffer.from('{"a":3}\n')]);
-    for await (const _batch of ndjsonLines(lines, 'test', 65_536)) break;
+    const lines = new ScriptedBody([Buffer.from('{"word":"a"}\n{"word":"b"}\n'), Buffer.from('{"word":"c"}\n')]);
+    for await (const _batch of readNdjson<string>(lines, wordDialect(), 'test', 65_536)) break;
     assert.equal(lines.returned, 1);
   });
 
   test('a frame over the bound fails the loop and hands the body back', async () => {
     const body = new ScriptedBody(cut(Buffer.from(`data: ${'y'.repeat(5000)}\n\n`), 512));
-    await assert.rejects(
-      (async () => {
-        for await (const _batch of sseFrames(body, 'test', 1024));
-      })(),
-      (error: unknown) => (error as { code?: string }).code === 'upstream_error',
-    );
+    await assert.rejects(eventsOf(readSse<string>(body, wordDialect(), 'test', 1024)), (error: unknown) => (error as { code?: string }).code === 'upstream_error');
     assert.equal(body.returned, 1);
+
+    const line = new ScriptedBody(cut(Buffer.from(`{"word":"${'y'.repeat(5000)}"}\n`), 512));
+    await assert.rejects(eventsOf(readNdjson<string>(line, wordDialect(), 'test', 1024)), (error: unknown) => (error as { code?: string }).code === 'upstream_error');
+    assert.equal(line.returned, 1);
   });
 });

@@ -152,26 +152,26 @@ export async function* generate(
   for (const attempt of skipped) deps.onAttempt?.(attempt.model, 'skipped', false);
   let answered: ResolvedModel | undefined;
   for (const [position, candidate] of tried.entries()) {
-    const stream = candidate.provider.stream(
-      {
-        model: candidate.model,
-        messages,
-        temperature: request.temperature,
-        maxTokens: request.max_tokens,
-        deepThinking,
-        language: request.language,
-        sources: gathered.sources,
-        searched: gathered.searched,
-        ...(job.options ? { options: job.options } : {}),
-      },
-      signal,
-    );
     try {
       // Whatever is ready goes out before the wait for the upstream's first batch.
       if (out.length > 0) {
         yield out;
         out = [];
       }
+      const stream = candidate.provider.stream(
+        {
+          model: candidate.model,
+          messages,
+          temperature: request.temperature,
+          maxTokens: request.max_tokens,
+          deepThinking,
+          language: request.language,
+          sources: gathered.sources,
+          searched: gathered.searched,
+          ...(job.options ? { options: job.options } : {}),
+        },
+        signal,
+      );
       // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the
       // loop returns the provider's stream, which closes the upstream request.
       batches: for await (const batch of stream) {

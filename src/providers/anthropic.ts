@@ -5,7 +5,7 @@
  */
 import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
-import { sseFrames } from '../upstream/frames.js';
+import { type Dialect, type EventSourceMessage, readSse } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
 import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upstream-error.js';
 import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
@@ -110,89 +110,84 @@ export class AnthropicProvider implements ChatProvider {
     return { url: /\/v1$/.test(base) ? `${base}/models` : `${base}/v1/models`, headers };
   }
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');
     const url = /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`;
     const headers: Record<string, string> = { accept: 'text/event-stream', 'anthropic-version': ANTHROPIC_VERSION };
     if (request.model.apiKey) headers['x-api-key'] = request.model.apiKey;
-
-    let finish: FinishReason | undefined;
-    let stopped = false;
-    let inputTokens = 0;
-    let outputTokens = 0;
-    // Content block index → our tool-call index, and how much of each call's input arrived.
-    const toolBlocks = new Map<number, { index: number; argumentChars: number }>();
     const body = this.client.stream({ subject: 'anthropic', url, headers, body: anthropicBody(request) }, signal);
-    for await (const frames of sseFrames(body, 'anthropic', this.client.settings.maxFrameBytes)) {
-      const events: ProviderEvent[] = [];
-      let failure: UpstreamError | undefined;
-      for (const message of frames) {
-        const frame = readFrame(message.data, readStreamFrame);
-        if (!frame) {
-          failure = malformedFrame('anthropic');
-          break;
+    return readSse(body, new AnthropicReply(), 'anthropic', this.client.settings.maxFrameBytes);
+  }
+}
+
+/** One streamed Messages reply, event by event. */
+class AnthropicReply implements Dialect<EventSourceMessage, ProviderEvent> {
+  private finish: FinishReason | undefined;
+  private inputTokens = 0;
+  private outputTokens = 0;
+  /** Content block index → our tool-call index, and how much of each call's input arrived. */
+  private readonly toolBlocks = new Map<number, { index: number; argumentChars: number }>();
+
+  frame(message: EventSourceMessage, out: ProviderEvent[]): boolean {
+    const frame = readFrame(message.data, readStreamFrame);
+    if (!frame) throw malformedFrame('anthropic');
+    const { toolBlocks } = this;
+    switch (frame.type ?? message.event) {
+      case 'message_start':
+        this.inputTokens = frame.inputTokens ?? 0;
+        this.outputTokens = frame.outputTokens ?? 0;
+        break;
+      case 'content_block_start':
+        if (frame.blockType === 'tool_use') {
+          const index = toolBlocks.size;
+          toolBlocks.set(frame.index ?? index, { index, argumentChars: 0 });
+          out.push({ type: 'tool_call', index, id: frame.blockId ?? `toolu_${index}`, name: frame.blockName ?? '', arguments: '' });
         }
-        switch (frame.type ?? message.event) {
-          case 'message_start':
-            inputTokens = frame.inputTokens ?? 0;
-            outputTokens = frame.outputTokens ?? 0;
-            break;
-          case 'content_block_start':
-            if (frame.blockType === 'tool_use') {
-              const index = toolBlocks.size;
-              toolBlocks.set(frame.index ?? index, { index, argumentChars: 0 });
-              events.push({ type: 'tool_call', index, id: frame.blockId ?? `toolu_${index}`, name: frame.blockName ?? '', arguments: '' });
-            }
-            break;
-          case 'content_block_delta':
-            if (frame.deltaType === 'text_delta' && frame.text) events.push({ type: 'delta', text: frame.text });
-            else if (frame.deltaType === 'thinking_delta' && frame.thinking) events.push({ type: 'thinking', text: frame.thinking });
-            else if (frame.deltaType === 'input_json_delta' && frame.partialJson) {
-              const call = toolBlocks.get(frame.index ?? -1);
-              if (call) {
-                call.argumentChars += frame.partialJson.length;
-                events.push({ type: 'tool_call', index: call.index, arguments: frame.partialJson });
-              }
-            }
-            break;
-          case 'content_block_stop': {
-            // A tool called without arguments streams no input at all: its arguments are `{}`, never empty text.
-            const call = toolBlocks.get(frame.index ?? -1);
-            if (call && call.argumentChars === 0) {
-              call.argumentChars = 2;
-              events.push({ type: 'tool_call', index: call.index, arguments: '{}' });
-            }
-            break;
+        break;
+      case 'content_block_delta':
+        if (frame.deltaType === 'text_delta' && frame.text) out.push({ type: 'delta', text: frame.text });
+        else if (frame.deltaType === 'thinking_delta' && frame.thinking) out.push({ type: 'thinking', text: frame.thinking });
+        else if (frame.deltaType === 'input_json_delta' && frame.partialJson) {
+          const call = toolBlocks.get(frame.index ?? -1);
+          if (call) {
+            call.argumentChars += frame.partialJson.length;
+            out.push({ type: 'tool_call', index: call.index, arguments: frame.partialJson });
           }
-          case 'message_delta':
-            if (frame.hasStopReason) finish = anthropicFinish(frame.stopReason);
-            if (frame.outputTokens !== undefined) outputTokens = frame.outputTokens;
-            if (frame.inputTokens !== undefined) inputTokens = frame.inputTokens;
-            break;
-          case 'message_stop':
-            stopped = true;
-            break;
-          case 'error': {
-            const kind = frame.errorType ?? 'error';
-            const message =
-              kind === 'overloaded_error'
-                ? 'The anthropic upstream is overloaded; try again shortly.'
-                : 'The anthropic upstream reported an error in the middle of the reply.';
-            failure = new UpstreamError('upstream_error', message, `stream_${kind}`);
-            break;
-          }
-          default:
-            // ping and future event types carry nothing we need.
-            break;
         }
-        if (stopped || failure) break;
+        break;
+      case 'content_block_stop': {
+        // A tool called without arguments streams no input at all: its arguments are `{}`, never empty text.
+        const call = toolBlocks.get(frame.index ?? -1);
+        if (call && call.argumentChars === 0) {
+          call.argumentChars = 2;
+          out.push({ type: 'tool_call', index: call.index, arguments: '{}' });
+        }
+        break;
       }
-      // Frames before a bad one in the same read still go out before the error.
-      if (events.length > 0) yield events;
-      if (failure) throw failure;
-      if (stopped) break;
+      case 'message_delta':
+        if (frame.hasStopReason) this.finish = anthropicFinish(frame.stopReason);
+        if (frame.outputTokens !== undefined) this.outputTokens = frame.outputTokens;
+        if (frame.inputTokens !== undefined) this.inputTokens = frame.inputTokens;
+        break;
+      case 'message_stop':
+        return true;
+      case 'error': {
+        const kind = frame.errorType ?? 'error';
+        const text =
+          kind === 'overloaded_error'
+            ? 'The anthropic upstream is overloaded; try again shortly.'
+            : 'The anthropic upstream reported an error in the middle of the reply.';
+        throw new UpstreamError('upstream_error', text, `stream_${kind}`);
+      }
+      default:
+        // ping and future event types carry nothing we need.
+        break;
     }
-    if (!stopped) throw truncatedStream('anthropic');
-    yield [{ type: 'finish', reason: finish ?? 'stop', usage: { inputTokens, outputTokens } }];
+    return false;
+  }
+
+  end(out: ProviderEvent[], terminal: boolean): void {
+    if (!terminal) throw truncatedStream('anthropic');
+    out.push({ type: 'finish', reason: this.finish ?? 'stop', usage: { inputTokens: this.inputTokens, outputTokens: this.outputTokens } });
   }
 }

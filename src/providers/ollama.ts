@@ -7,9 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
-import { ndjsonLines } from '../upstream/frames.js';
+import { type Dialect, readNdjson } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
-import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
+import { malformedFrame, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { arrayField, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { openAiTools } from './openai-messages.js';
 import { argumentsObject } from './tool-arguments.js';
@@ -146,53 +146,44 @@ export class OllamaProvider implements ChatProvider {
     return { url: `${(model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '')}/api/tags`, headers: {} };
   }
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '');
-    const splitter = new ThinkTagSplitter();
-    let finished: OllamaLine | undefined;
-    let toolCalls = 0;
     const call = { subject: 'ollama', url: `${base}/api/chat`, headers: { accept: 'application/x-ndjson' }, body: ollamaBody(request) };
-    for await (const lines of ndjsonLines(this.client.stream(call, signal), 'ollama', this.client.settings.maxFrameBytes)) {
-      const events: ProviderEvent[] = [];
-      let failure: UpstreamError | undefined;
-      for (const line of lines) {
-        const parsed = readFrame(line, readOllamaLine);
-        if (!parsed) {
-          failure = malformedFrame('ollama');
-          break;
-        }
-        if (parsed.error) {
-          failure = streamError('ollama');
-          break;
-        }
-        const thinking = parsed.thinking;
-        if (thinking) events.push({ type: 'thinking', text: thinking });
-        const content = parsed.content;
-        if (content) events.push(...splitter.push(content));
-        for (const call of parsed.toolCalls ?? []) {
-          // Ollama sends each call whole; an id is made when it has none, so the client can answer it.
-          const id = call.id ?? `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
-          events.push({ type: 'tool_call', index: toolCalls, id, name: call.name, arguments: call.arguments });
-          toolCalls += 1;
-        }
-        if (parsed.done) {
-          finished = parsed;
-          break;
-        }
-      }
-      // Frames before a bad one in the same read still go out before the error.
-      if (events.length > 0) yield events;
-      if (failure) throw failure;
-      if (finished) break;
+    return readNdjson(this.client.stream(call, signal), new OllamaReply(), 'ollama', this.client.settings.maxFrameBytes);
+  }
+}
+
+/** One streamed `/api/chat` reply, line by line. */
+class OllamaReply implements Dialect<string, ProviderEvent> {
+  private readonly splitter = new ThinkTagSplitter();
+  private finished: OllamaLine | undefined;
+  private toolCalls = 0;
+
+  frame(line: string, out: ProviderEvent[]): boolean {
+    const parsed = readFrame(line, readOllamaLine);
+    if (!parsed) throw malformedFrame('ollama');
+    if (parsed.error) throw streamError('ollama');
+    if (parsed.thinking) out.push({ type: 'thinking', text: parsed.thinking });
+    if (parsed.content) this.splitter.push(parsed.content, out);
+    for (const call of parsed.toolCalls ?? []) {
+      // Ollama sends each call whole; an id is made when it has none, so the client can answer it.
+      const id = call.id ?? `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+      out.push({ type: 'tool_call', index: this.toolCalls, id, name: call.name, arguments: call.arguments });
+      this.toolCalls += 1;
     }
+    if (!parsed.done) return false;
+    this.finished = parsed;
+    return true;
+  }
+
+  end(out: ProviderEvent[]): void {
+    const finished = this.finished;
     if (!finished) throw truncatedStream('ollama');
-    yield [
-      ...splitter.flush(),
-      {
-        type: 'finish',
-        reason: toolCalls > 0 ? 'tool_calls' : ollamaFinish(finished.doneReason),
-        usage: { inputTokens: finished.inputTokens ?? 0, outputTokens: finished.outputTokens ?? 0 },
-      },
-    ];
+    this.splitter.flush(out);
+    out.push({
+      type: 'finish',
+      reason: this.toolCalls > 0 ? 'tool_calls' : ollamaFinish(finished.doneReason),
+      usage: { inputTokens: finished.inputTokens ?? 0, outputTokens: finished.outputTokens ?? 0 },
+    });
   }
 }

@@ -5,9 +5,9 @@
  */
 import type { ModelConfig } from '../config/index.js';
 import type { FinishReason } from '../domain/types.js';
-import { sseFrames } from '../upstream/frames.js';
+import { type Dialect, type EventSourceMessage, readSse } from '../upstream/frames.js';
 import type { UpstreamClient } from '../upstream/stream-call.js';
-import { malformedFrame, type UpstreamError, streamError, truncatedStream } from '../upstream/upstream-error.js';
+import { malformedFrame, streamError, truncatedStream } from '../upstream/upstream-error.js';
 import { conversation, systemText } from './prompt.js';
 import { arrayField, firstObjectOf, numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { addOpenAiOptions, openAiMessage } from './openai-messages.js';
@@ -112,47 +112,38 @@ export class OpenAiProvider implements ChatProvider {
     return { url: `${base}/models`, headers: model.apiKey ? { authorization: `Bearer ${model.apiKey}` } : {} };
   }
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (request.model.apiKey) headers.authorization = `Bearer ${request.model.apiKey}`;
     const call = { subject: 'openai', url: `${base}/chat/completions`, headers, body: openAiBody(request) };
+    return readSse(this.client.stream(call, signal), new OpenAiReply(), 'openai', this.client.settings.maxFrameBytes);
+  }
+}
 
-    const splitter = new ThinkTagSplitter();
-    let finish: FinishReason | undefined;
-    let usage: ProviderUsage | undefined;
-    let done = false;
-    const body = this.client.stream(call, signal);
-    for await (const frames of sseFrames(body, 'openai', this.client.settings.maxFrameBytes)) {
-      const events: ProviderEvent[] = [];
-      let failure: UpstreamError | undefined;
-      for (const frame of frames) {
-        if (frame.data === '[DONE]') {
-          done = true;
-          break;
-        }
-        const chunk = readFrame(frame.data, readCompletionChunk);
-        if (!chunk) {
-          failure = malformedFrame('openai');
-          break;
-        }
-        if (chunk.error || frame.event === 'error') {
-          failure = streamError('openai');
-          break;
-        }
-        if (chunk.reasoning) events.push({ type: 'thinking', text: chunk.reasoning });
-        if (chunk.content) events.push(...splitter.push(chunk.content));
-        if (chunk.toolCalls) for (const fragment of chunk.toolCalls) events.push({ type: 'tool_call', ...fragment });
-        if (chunk.finishReason) finish = openAiFinish(chunk.finishReason);
-        if (chunk.usage) usage = chunk.usage;
-      }
-      // Frames before a bad one in the same read still go out before the error.
-      if (events.length > 0) yield events;
-      if (failure) throw failure;
-      if (done) break;
-    }
+/** One streamed `chat.completion.chunk` reply, frame by frame. */
+class OpenAiReply implements Dialect<EventSourceMessage, ProviderEvent> {
+  private readonly splitter = new ThinkTagSplitter();
+  private finish: FinishReason | undefined;
+  private usage: ProviderUsage | undefined;
+
+  frame(frame: EventSourceMessage, out: ProviderEvent[]): boolean {
+    if (frame.data === '[DONE]') return true;
+    const chunk = readFrame(frame.data, readCompletionChunk);
+    if (!chunk) throw malformedFrame('openai');
+    if (chunk.error || frame.event === 'error') throw streamError('openai');
+    if (chunk.reasoning) out.push({ type: 'thinking', text: chunk.reasoning });
+    if (chunk.content) this.splitter.push(chunk.content, out);
+    if (chunk.toolCalls) for (const fragment of chunk.toolCalls) out.push({ type: 'tool_call', ...fragment });
+    if (chunk.finishReason) this.finish = openAiFinish(chunk.finishReason);
+    if (chunk.usage) this.usage = chunk.usage;
+    return false;
+  }
+
+  end(out: ProviderEvent[], terminal: boolean): void {
     // A stream that ends without [DONE] or a finish reason was cut: never report it as success.
-    if (!done && !finish) throw truncatedStream('openai');
-    yield [...splitter.flush(), { type: 'finish', reason: finish ?? 'stop', usage }];
+    if (!terminal && !this.finish) throw truncatedStream('openai');
+    this.splitter.flush(out);
+    out.push({ type: 'finish', reason: this.finish ?? 'stop', usage: this.usage });
   }
 }

@@ -8,6 +8,11 @@ export interface TaggedText {
   text: string;
 }
 
+/** Where pieces go: an array of them, or of any events they are one kind of. */
+export interface PieceSink {
+  push(piece: TaggedText): unknown;
+}
+
 const OPEN = '<think>';
 const CLOSE = '</think>';
 
@@ -25,9 +30,13 @@ export class ThinkTagSplitter {
   private inside = false;
   private held = '';
 
-  /** Splits one chunk; may hold back a possible partial tag at the end. */
-  push(chunk: string): TaggedText[] {
-    const out: TaggedText[] = [];
+  /** Splits one chunk into `out` (returned); may hold back a possible partial tag at the end. */
+  push<O extends PieceSink = TaggedText[]>(chunk: string, out: O = [] as unknown as O): O {
+    // Every tag and every start of one begins with '<': text without it is one piece as it is.
+    if (this.held.length === 0 && !chunk.includes('<')) {
+      this.emit(out, chunk);
+      return out;
+    }
     let text = this.held + chunk;
     this.held = '';
     for (;;) {
@@ -45,15 +54,14 @@ export class ThinkTagSplitter {
     }
   }
 
-  /** Releases whatever was held back when the stream ends. */
-  flush(): TaggedText[] {
-    const out: TaggedText[] = [];
+  /** Releases whatever was held back when the stream ends, into `out` (returned). */
+  flush<O extends PieceSink = TaggedText[]>(out: O = [] as unknown as O): O {
     this.emit(out, this.held);
     this.held = '';
     return out;
   }
 
-  private emit(out: TaggedText[], text: string): void {
+  private emit(out: PieceSink, text: string): void {
     if (text.length === 0) return;
     out.push({ type: this.inside ? 'thinking' : 'delta', text });
   }

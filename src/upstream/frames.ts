@@ -1,38 +1,229 @@
 /**
- * The one frame loop every streaming dialect shares: upstream body bytes in, frames out, in
- * batches (all frames of one slice of a read at once), each frame bounded by
- * `upstream_max_frame_bytes`. Reads are fed to the parser in slices, so a consumer that stops
- * reading (a stalled client) holds raw bytes, not a whole read's worth of parsed frames.
+ * The one frame loop every streaming dialect shares: upstream body bytes in, a dialect's events
+ * out, in batches (everything one slice of a read produced at once), each frame bounded by
+ * `upstream_max_frame_bytes`.
+ *
+ * One object per call does the whole read: it is the async iterator the caller reads, it slices
+ * and decodes the body, frames the text (SSE or NDJSON) and hands each frame to the dialect, which
+ * turns it into events synchronously. So a read of the upstream reaches the caller with one
+ * promise, not one per stage, and a stream between two deltas keeps this object and its body's
+ * one pending read, not a chain of suspended generators.
+ *
+ * Reads are fed to the framer in slices, so a consumer that stops reading (a stalled client) holds
+ * raw bytes, not a whole read's worth of parsed frames.
  */
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { frameTooLarge } from './upstream-error.js';
 
-/** Bytes fed to a parser at once. */
+export type { EventSourceMessage } from 'eventsource-parser';
+
+/** Bytes fed to a framer at once. */
 const SLICE_BYTES = 2048;
 
 /** Decoding options for a stream of chunks (one object, not one per call). */
 const STREAMING = { stream: true } as const;
 
-/**
- * An upstream body, read and decoded one slice at a time. The read being sliced lives in this
- * object and nowhere else: an async generator that held it in a local would keep it through its
- * suspension, and an optimised generator keeps stale values of dead locals as well, so a consumer
- * that stopped reading would hold reads it finished long ago.
- */
-class BodySlices {
-  private readonly iterator: AsyncIterator<Uint8Array>;
-  private readonly decoder = new TextDecoder('utf-8');
-  private chunk: Uint8Array | undefined;
-  private offset = 0;
-  /** The body ended or failed, so it is not handed back by `close`. */
-  private settled = false;
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
-  constructor(body: AsyncIterable<Uint8Array>) {
-    this.iterator = body[Symbol.asyncIterator]();
+/**
+ * What one upstream dialect makes of its frames: it reads one frame at a time, synchronously, and
+ * adds the events it says to `out`. Errors (a malformed frame, an error frame, a cut reply) are
+ * thrown; events added before the throw still go out first.
+ */
+export interface Dialect<F, E> {
+  /** Adds the events of one frame to `out`; true when the frame ends the reply (nothing after it is read). */
+  frame(frame: F, out: E[]): boolean;
+  /**
+   * The reply is over: its terminal frame came (`terminal`) or the body ended without one. Adds
+   * the last events to `out`, or throws when a reply that ended like this was cut short.
+   */
+  end(out: E[], terminal: boolean): void;
+}
+
+/** Text in, frames out to a sink; a frame over the bound is reported, never kept. */
+interface Framer {
+  feed(text: string): void;
+  /** The body ended: frames the framer still holds. */
+  end(): void;
+  readonly tooLarge: boolean;
+}
+
+/** Server-Sent Events, parsed by eventsource-parser. */
+class SseFramer implements Framer {
+  tooLarge = false;
+  private readonly parser: EventSourceParser;
+
+  constructor(sink: (frame: EventSourceMessage) => void, maxFrameBytes: number) {
+    this.parser = createParser({
+      onEvent: (message) => {
+        if (message.data.length > maxFrameBytes) this.tooLarge = true;
+        else if (!this.tooLarge) sink(message);
+      },
+      onError: (error) => {
+        if (error.type === 'max-buffer-size-exceeded') this.tooLarge = true;
+      },
+      maxBufferSize: maxFrameBytes,
+    });
   }
 
-  /** The text of the next slice of the current read; undefined once the read is used up (then `pull`). */
-  nextSlice(): string | undefined {
+  feed(text: string): void {
+    this.parser.feed(text);
+  }
+
+  end(): void {
+    this.parser.reset({ consume: true });
+  }
+}
+
+/** Newline-delimited lines (Ollama's NDJSON), non-empty and trimmed. */
+class NdjsonFramer implements Framer {
+  tooLarge = false;
+  private pending = '';
+
+  constructor(
+    private readonly sink: (line: string) => void,
+    private readonly maxFrameBytes: number,
+  ) {}
+
+  feed(text: string): void {
+    const buffered = this.pending + text;
+    let start = 0;
+    for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n', start)) {
+      const line = buffered.slice(start, newline).trim();
+      start = newline + 1;
+      if (line.length > 0) this.sink(line);
+    }
+    this.pending = start === 0 ? buffered : buffered.slice(start);
+    if (this.pending.length > this.maxFrameBytes) this.tooLarge = true;
+  }
+
+  end(): void {
+    const line = this.pending.trim();
+    this.pending = '';
+    if (line.length > 0) this.sink(line);
+  }
+}
+
+/**
+ * One upstream reply read through a dialect. The read being sliced lives in this object and
+ * nowhere else, so a consumer that stopped reading holds that read's unparsed rest and nothing it
+ * finished with. `next` is called one at a time (as `for await` does).
+ */
+class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
+  private readonly decoder = new TextDecoder('utf-8');
+  private readonly framer: Framer;
+  /** The read being sliced, and where its next slice starts. */
+  private chunk: Uint8Array | undefined;
+  private offset = 0;
+  /** Events produced and not yet handed out. */
+  private out: E[] = [];
+  /** Why the reply failed; thrown once the events before it went out. */
+  private failure: unknown;
+  /** The dialect saw the reply's terminal frame: nothing after it is read. */
+  private terminal = false;
+  /** The body ended or failed, so it is not handed back. */
+  private bodyDone = false;
+  /** The decoder's and framer's rest was framed after the body ended. */
+  private flushed = false;
+  /** The dialect's last events were made: the next read after them is the end. */
+  private ended = false;
+  private closed = false;
+  private readonly onRead = (result: IteratorResult<Uint8Array>): Promise<IteratorResult<E[]>> | IteratorResult<E[]> => {
+    if (result.done) this.bodyDone = true;
+    else {
+      this.chunk = result.value;
+      this.offset = 0;
+    }
+    return this.next();
+  };
+  private readonly onBodyFailed = (error: unknown): never => {
+    this.bodyDone = true;
+    this.closed = true;
+    this.chunk = undefined;
+    throw error;
+  };
+
+  constructor(
+    private readonly body: AsyncIterator<Uint8Array>,
+    private readonly dialect: Dialect<F, E>,
+    framer: (sink: (frame: F) => void) => Framer,
+    private readonly subject: string,
+    private readonly maxFrameBytes: number,
+  ) {
+    this.framer = framer((frame) => this.frame(frame));
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<E[]>> {
+    let result: IteratorResult<E[]> | undefined;
+    try {
+      result = this.fill();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (result !== undefined) return Promise.resolve(result);
+    // Nothing is buffered: wait for the next read of the body.
+    return this.body.next().then(this.onRead, this.onBodyFailed);
+  }
+
+  /** The caller stopped reading: the body is handed back, as `for await` would (the socket may be kept). */
+  return(): Promise<IteratorResult<E[]>> {
+    this.close();
+    return Promise.resolve(DONE);
+  }
+
+  /** One frame from the framer: to the dialect, unless the reply already ended or failed. */
+  private frame(frame: F): void {
+    if (this.terminal || this.failure !== undefined) return;
+    try {
+      this.terminal = this.dialect.frame(frame, this.out);
+    } catch (error) {
+      this.failure = error;
+    }
+  }
+
+  /** Frames what is buffered until events are ready; undefined when the body must be read first. Throws the reply's failure. */
+  private fill(): IteratorResult<E[]> | undefined {
+    if (this.closed) return DONE;
+    while (this.failure === undefined && !this.terminal && !this.flushed) {
+      const text = this.nextSlice();
+      if (text === undefined) {
+        if (!this.bodyDone) return undefined;
+        this.framer.feed(this.decoder.decode());
+        this.framer.end();
+        this.flushed = true;
+      } else this.framer.feed(text);
+      if (this.framer.tooLarge && this.failure === undefined) this.failure = frameTooLarge(this.subject, this.maxFrameBytes);
+      if (this.out.length > 0 && this.failure === undefined && !this.terminal) return this.take();
+    }
+    if (this.failure === undefined && !this.ended) {
+      // The terminal frame came or the body ended: the dialect's last events (or why it was cut).
+      this.ended = true;
+      this.releaseBody();
+      try {
+        this.dialect.end(this.out, this.terminal);
+      } catch (error) {
+        this.failure = error;
+      }
+    }
+    // Events before a failure still go out before it.
+    if (this.out.length > 0) return this.take();
+    this.close();
+    if (this.failure !== undefined) throw this.failure;
+    return DONE;
+  }
+
+  private take(): IteratorResult<E[]> {
+    const batch = this.out;
+    this.out = [];
+    return { value: batch, done: false };
+  }
+
+  /** The text of the next slice of the current read; undefined once the read is used up. */
+  private nextSlice(): string | undefined {
     const chunk = this.chunk;
     if (chunk === undefined) return undefined;
     const start = this.offset;
@@ -42,102 +233,39 @@ class BodySlices {
     return this.decoder.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end), STREAMING);
   }
 
-  /** Waits for the next read of the body; false at its end. */
-  async pull(): Promise<boolean> {
-    let result: IteratorResult<Uint8Array>;
-    try {
-      result = await this.iterator.next();
-    } catch (error) {
-      this.settled = true;
-      throw error;
-    }
-    if (result.done) {
-      this.settled = true;
-      return false;
-    }
-    this.chunk = result.value;
-    this.offset = 0;
-    return true;
+  /** Done with the reply: nothing more is handed out, and the body is released. */
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.out = [];
+    this.releaseBody();
   }
 
-  /** The text the decoder still holds once the body ended. */
-  rest(): string {
-    return this.decoder.decode();
-  }
-
-  /** The reader stopped before the body ended: the body is handed back, as `for await` would. */
-  async close(): Promise<void> {
-    if (this.settled) return;
-    this.settled = true;
+  /** A body that has not ended is handed back, as `for await` would (its socket is kept if the reply can finish on its own). */
+  private releaseBody(): void {
     this.chunk = undefined;
-    await this.iterator.return?.();
+    if (this.bodyDone) return;
+    this.bodyDone = true;
+    this.body.return?.().catch(() => undefined);
   }
 }
 
-/** Server-Sent Events of an upstream body, parsed by eventsource-parser, yielded as batches. */
-export async function* sseFrames(
-  body: AsyncIterable<Uint8Array>,
+/** The events of an upstream body of Server-Sent Events, read through `dialect`, as batches. */
+export function readSse<E>(
+  body: AsyncIterator<Uint8Array>,
+  dialect: Dialect<EventSourceMessage, E>,
   subject: string,
   maxFrameBytes: number,
-): AsyncGenerator<EventSourceMessage[]> {
-  let batch: EventSourceMessage[] = [];
-  let tooLarge = false;
-  const parser = createParser({
-    onEvent: (message) => {
-      if (message.data.length > maxFrameBytes) tooLarge = true;
-      else batch.push(message);
-    },
-    onError: (error) => {
-      if (error.type === 'max-buffer-size-exceeded') tooLarge = true;
-    },
-    maxBufferSize: maxFrameBytes,
-  });
-  const slices = new BodySlices(body);
-  try {
-    for (;;) {
-      const text = slices.nextSlice();
-      if (text === undefined) {
-        if (await slices.pull()) continue;
-        break;
-      }
-      parser.feed(text);
-      if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
-      if (batch.length > 0) {
-        const ready = batch;
-        batch = [];
-        yield ready;
-      }
-    }
-  } finally {
-    await slices.close();
-  }
-  parser.feed(slices.rest());
-  parser.reset({ consume: true });
-  if (tooLarge) throw frameTooLarge(subject, maxFrameBytes);
-  if (batch.length > 0) yield batch;
+): AsyncIterableIterator<E[]> {
+  return new FrameReader(body, dialect, (sink) => new SseFramer(sink, maxFrameBytes), subject, maxFrameBytes);
 }
 
-/** Newline-delimited lines (Ollama's NDJSON) of an upstream body, non-empty and trimmed, as batches. */
-export async function* ndjsonLines(body: AsyncIterable<Uint8Array>, subject: string, maxFrameBytes: number): AsyncGenerator<string[]> {
-  let pending = '';
-  const slices = new BodySlices(body);
-  try {
-    for (;;) {
-      const text = slices.nextSlice();
-      if (text === undefined) {
-        if (await slices.pull()) continue;
-        break;
-      }
-      pending += text;
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      if (pending.length > maxFrameBytes) throw frameTooLarge(subject, maxFrameBytes);
-      const ready = lines.map((line) => line.trim()).filter((line) => line.length > 0);
-      if (ready.length > 0) yield ready;
-    }
-  } finally {
-    await slices.close();
-  }
-  pending += slices.rest();
-  if (pending.trim().length > 0) yield [pending.trim()];
+/** The events of an upstream body of newline-delimited JSON (non-empty, trimmed lines), read through `dialect`, as batches. */
+export function readNdjson<E>(
+  body: AsyncIterator<Uint8Array>,
+  dialect: Dialect<string, E>,
+  subject: string,
+  maxFrameBytes: number,
+): AsyncIterableIterator<E[]> {
+  return new FrameReader(body, dialect, (sink) => new NdjsonFramer(sink, maxFrameBytes), subject, maxFrameBytes);
 }
