@@ -141,11 +141,17 @@ describe('upstream frame loop', () => {
 
   test('a frame over the bound fails the loop and hands the body back', async () => {
     const body = new ScriptedBody(cut(Buffer.from(`data: ${'y'.repeat(5000)}\n\n`), 512));
-    await assert.rejects(eventsOf(readSse<string>(body, wordDialect(), 'test', 1024)), (error: unknown) => (error as { code?: string }).code === 'upstream_error');
+    await assert.rejects(
+      eventsOf(readSse<string>(body, wordDialect(), 'test', 1024)),
+      (error: unknown) => (error as { code?: string }).code === 'upstream_error',
+    );
     assert.equal(body.returned, 1);
 
     const line = new ScriptedBody(cut(Buffer.from(`{"word":"${'y'.repeat(5000)}"}\n`), 512));
-    await assert.rejects(eventsOf(readNdjson<string>(line, wordDialect(), 'test', 1024)), (error: unknown) => (error as { code?: string }).code === 'upstream_error');
+    await assert.rejects(
+      eventsOf(readNdjson<string>(line, wordDialect(), 'test', 1024)),
+      (error: unknown) => (error as { code?: string }).code === 'upstream_error',
+    );
     assert.equal(line.returned, 1);
   });
 });

@@ -188,7 +188,8 @@ export async function* generate(
                 thinkingReported = true;
                 out.push({ type: 'progress', stage: 'thinking', message: 'The model is reasoning' });
               }
-              out.push({ type: 'thinking', text: event.text });
+              // The provider's event is the chat event as it is (same shape): no copy per piece.
+              out.push(event);
               break;
             case 'delta':
             case 'tool_call': {
@@ -214,7 +215,7 @@ export async function* generate(
               }
               answer.add(text);
               deltas += 1;
-              out.push({ type: 'delta', text });
+              out.push(event);
               const now = performance.now();
               if (now - lastProgress >= PROGRESS_INTERVAL_MS) {
                 lastProgress = now;

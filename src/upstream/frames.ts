@@ -128,13 +128,15 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
   /** The dialect's last events were made: the next read after them is the end. */
   private ended = false;
   private closed = false;
+  /** A read of the body arrived: its events, or (when it completed no frame) the wait for the next read. */
   private readonly onRead = (result: IteratorResult<Uint8Array>): Promise<IteratorResult<E[]>> | IteratorResult<E[]> => {
+    if (this.closed) return DONE;
     if (result.done) this.bodyDone = true;
     else {
       this.chunk = result.value;
       this.offset = 0;
     }
-    return this.next();
+    return this.fill() ?? this.body.next().then(this.onRead, this.onBodyFailed);
   };
   private readonly onBodyFailed = (error: unknown): never => {
     this.bodyDone = true;
