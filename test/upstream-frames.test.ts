@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type Dialect, type EventSourceMessage, readNdjson, readSse } from '../src/upstream/frames.js';
+import { type Dialect, readNdjson, readSse } from '../src/upstream/frames.js';
 
 /** An async body that yields the given reads, then fails if asked to; counts `return` calls. */
 class ScriptedBody implements AsyncIterableIterator<Uint8Array> {
