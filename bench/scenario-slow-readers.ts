@@ -100,7 +100,9 @@ export const slowReadersScenario: Scenario = {
 
       // Phase B: stalled readers first; until every kernel buffer on the way is full they are simply
       // fast streams, and the claim is about readers that are stalled, so wait until the upstream
-      // bytes stop moving, then measure what the server holds and run the fast clients beside them.
+      // bytes stop moving and the mock's own queues are full (until then it still builds frames for
+      // them, on the load core the fast clients share), then measure what the server holds and run
+      // the fast clients beside them.
       const stalled = await openStreams(stalledCount, 1000, () => ({
         port: server.port,
         path: '/api/chat/stream',
@@ -114,16 +116,19 @@ export const slowReadersScenario: Scenario = {
       }, 200);
       const fillStarted = performance.now();
       let lastFlushed = -1;
+      let lastPending = -1;
       let lastQueues = '';
       for (;;) {
         await sleep(250);
-        const { bytes_flushed: flushed } = await mockStats(mock.port);
+        const { bytes_flushed: flushed, bytes_pending: pending } = await mockStats(mock.port);
         // Bytes that left the mock may still wait in its sockets' kernel queues, which the server
         // drains as it reads: the streams are stalled once those and the queues toward the clients
-        // stopped moving too.
+        // stopped moving too, and the mock's queues stopped growing (each at its cap).
         const queues = `${socketQueues(`( sport = :${mock.port} )`)?.sendQ}/${socketQueues(`( sport = :${server.port} )`)?.sendQ}`;
-        if ((flushed === lastFlushed && queues === lastQueues) || performance.now() - fillStarted > 30_000) break;
+        const still = flushed === lastFlushed && pending === lastPending && queues === lastQueues;
+        if (still || performance.now() - fillStarted > 30_000) break;
         lastFlushed = flushed;
+        lastPending = pending;
         lastQueues = queues;
       }
       const fillSeconds = (performance.now() - fillStarted) / 1000;
@@ -183,7 +188,7 @@ export const slowReadersScenario: Scenario = {
       const fastOk = contended.completed === fastCount && baseline.completed === fastCount && slowdown <= 1.05;
       const notes = [
         `stalled clients read one delta then stop reading; the mock offers each of them 16 frames of 512 characters every 5 ms (1.6 MiB/s) and keeps up to 4 MiB queued in its own process`,
-        `the upstream stopped moving bytes to the stalled streams ${round(fillSeconds, 1)} s after they were opened (every kernel buffer on the way full and no longer draining: ${round(lastFlushed / stalledCount / KIB / KIB, 1)} MiB per stream had left the mock); memory was measured then, and the fast clients ran right after`,
+        `the upstream stopped moving bytes to the stalled streams and the mock's queues stopped growing ${round(fillSeconds, 1)} s after they were opened (every kernel buffer on the way full and no longer draining: ${round(lastFlushed / stalledCount / KIB / KIB, 1)} MiB per stream had left the mock); memory was measured then, and the fast clients ran right after`,
         `heap figure: server heapUsed + external after a forced full GC (inspector), stalled minus idle, per stalled stream; RSS figure: peak RSS minus idle`,
       ];
       if (upstreamQueues && clientQueues) {
