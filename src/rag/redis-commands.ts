@@ -2,7 +2,7 @@
  * The knowledge base's access to Redis: its key names, commands and Lua scripts, every one run
  * through RedisStorage.call so an unreachable Redis becomes 503 `unavailable`.
  */
-import { BINARY_REPLIES, type RedisArgument, type RedisStorage } from '../store/redis.js';
+import type { RedisArgument, RedisStorage } from '../store/redis.js';
 import type { Script } from './redis-scripts.js';
 
 /** Fields written per command while a segment is built. */
@@ -22,13 +22,13 @@ export class RedisCommands {
   }
 
   sendBinary<T>(args: RedisArgument[]): Promise<T> {
-    return this.storage.call((client) => client.sendCommand<T>(args, BINARY_REPLIES));
+    return this.storage.call((client) => client.sendCommand<T>(args, this.storage.binaryReplies));
   }
 
   /** Runs a script (EVALSHA, then EVAL when Redis has forgotten it); the prefix is its first argument. */
   async script<T>(script: Script, args: RedisArgument[], binary = false): Promise<T> {
     const tail: RedisArgument[] = ['0', this.storage.key(''), ...args];
-    const options = binary ? BINARY_REPLIES : undefined;
+    const options = binary ? this.storage.binaryReplies : undefined;
     return this.storage.call(async (client) => {
       try {
         return await client.sendCommand<T>(['EVALSHA', script.sha, ...tail], options);

@@ -19,7 +19,7 @@ import { RedisSessionStore } from './redis-sessions.js';
 import { RedisStreamLog } from './redis-stream-log.js';
 import { RedisUsageStore } from './redis-usage.js';
 import { RedisUserStore } from './redis-users.js';
-import { RedisStorage } from './redis.js';
+import type { RedisStorage } from './redis.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -57,7 +57,7 @@ export interface StoreLimits {
 /** `clock`: a test's clock for quota windows (Redis otherwise uses its own TIME). */
 export function storesOn(storage: LmdbStorage | RedisStorage, limits: StoreLimits, clock?: () => number): OpenedStorage {
   const { sessionMaxTurns, resumable } = limits;
-  if (storage instanceof RedisStorage) {
+  if (storage.engine === 'redis') {
     const cache = new SharedRecordCache(storage);
     return {
       storage,
@@ -86,6 +86,8 @@ export async function openStorage(
   logger?: Pick<Logger, 'warn' | 'info'>,
 ): Promise<LmdbStorage | RedisStorage> {
   if (config.storage.kind === 'lmdb') return new LmdbStorage(config.dataDir);
+  // The Redis client (about 22 MiB and 100 ms of start-up per process) is loaded only when it is the engine.
+  const { RedisStorage } = await import('./redis.js');
   return RedisStorage.open({
     url: config.storage.url,
     keyPrefix: config.storage.keyPrefix,

@@ -64,6 +64,8 @@ function clientFor(options: RedisStorageOptions): RedisClient {
 
 export class RedisStorage implements Storage {
   readonly engine = 'redis';
+  /** Command options that answer bulk strings as Buffers, for stores that only import this class's type. */
+  readonly binaryReplies = BINARY_REPLIES;
   readonly client: RedisClient;
   readonly prefix: string;
   private subscriber: RedisClient | undefined;
