@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LmdbStorage } from '../src/store/lmdb.js';
 import { LmdbSessionStore } from '../src/store/lmdb-sessions.js';
+import { FrequencySketch, SessionTurnCache } from '../src/store/session-turn-cache.js';
 import type { SessionMessage } from '../src/store/types.js';
 
 const MAX_TURNS = 4;
@@ -86,5 +87,57 @@ describe('cached session turns', () => {
     await tiny.append('owner', 'large', [turn('user', 'x'.repeat(500)), turn('assistant', 'y'.repeat(500))]);
     assert.deepEqual(await contents(tiny, 'large'), ['x'.repeat(500), 'y'.repeat(500)]);
     assert.deepEqual(await contents(tiny, 'large'), ['x'.repeat(500), 'y'.repeat(500)]);
+  });
+});
+
+describe('which sessions the cache keeps when more are in use than fit', () => {
+  const version = { created: 'c', updated: 'u', first: 0, next: 1 };
+  /** One turn of `chars` characters in all (the cache counts 64 more per turn than its content). */
+  function turnsOf(chars: number): SessionMessage[] {
+    return [{ role: 'user', content: 'x'.repeat(chars - 64), timestamp: 't' }];
+  }
+  /** Reads `key` as the store does: the cached turns, or a miss that is then remembered. */
+  function read(cache: SessionTurnCache, key: string): boolean {
+    if (cache.turns(key, version, 0)) return true;
+    cache.remember(key, version, turnsOf(1000));
+    return false;
+  }
+
+  test('sessions asked for in turn, twice as many as fit, are still found about half the time', () => {
+    const cache = new SessionTurnCache(100 * 1000);
+    const keys = Array.from({ length: 200 }, (_, index) => `session-${index}`);
+    let hits = 0;
+    for (let round = 0; round < 20; round++) {
+      for (const key of keys) if (read(cache, key) && round >= 10) hits += 1;
+    }
+    // Least-recently-used alone evicts, at every miss, the session asked for next: no hit at all.
+    assert.ok(hits >= 0.4 * 10 * keys.length, `hits in the last ten rounds: ${hits} of ${10 * keys.length}`);
+  });
+
+  test('a session asked for often takes the place of one asked for once', () => {
+    const cache = new SessionTurnCache(10 * 1000);
+    for (let index = 0; index < 10; index++) read(cache, `cold-${index}`);
+    // Full: a session seen once does not displace the others...
+    assert.equal(read(cache, 'hot'), false);
+    assert.equal(cache.turns('hot', version, 0), undefined);
+    // ...but one asked for again and again does, in place of the least recently used.
+    for (let attempt = 0; attempt < 3; attempt++) read(cache, 'hot');
+    assert.ok(cache.turns('hot', version, 0));
+    assert.equal(cache.turns('cold-0', version, 0), undefined);
+    assert.ok(cache.turns('cold-9', version, 0));
+  });
+});
+
+describe('the frequency sketch', () => {
+  test('counts accesses per key, never fewer than made, and forgets as it halves', () => {
+    const sketch = new FrequencySketch();
+    for (let index = 0; index < 5; index++) sketch.add('often');
+    sketch.add('once');
+    assert.ok(sketch.frequency('often') >= 5);
+    assert.ok(sketch.frequency('once') >= 1);
+    assert.equal(sketch.frequency('never'), 0);
+    // 163,840 accesses (ten per counter of a row) halve every counter.
+    for (let index = 0; index < 163_840; index++) sketch.add(`filler-${index % 50_000}`);
+    assert.ok(sketch.frequency('often') <= 3, `after halving: ${sketch.frequency('often')}`);
   });
 });

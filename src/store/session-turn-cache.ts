@@ -4,6 +4,12 @@
  * what the read costs. An entry is only ever used after the caller has read the session's meta
  * from storage and found it unchanged (same created, updated, first, next and tag), so another process
  * appending to or deleting the same session is noticed by the next read, never served stale.
+ *
+ * Eviction is least-recently-used, but a session read from storage (a miss) only displaces cached
+ * ones when it is asked for more often than the one it would evict (frequencies from a small
+ * count-min sketch that halves itself as it goes: TinyLFU admission). Plain LRU keeps nothing useful
+ * when more sessions are in use than fit and they come back in turn: each miss evicts the session
+ * asked for next, every read decodes a whole session, and the cache then costs more than none.
  */
 import type { SessionMessage } from './types.js';
 
@@ -39,9 +45,65 @@ export function sameVersion(a: SessionVersion, b: SessionVersion): boolean {
   return a.next === b.next && a.first === b.first && a.updated === b.updated && a.created === b.created && a.tag === b.tag;
 }
 
-/** A least-recently-used map of session turns, bounded by the characters it holds. */
+/** Counters per row of the sketch (a power of two) and rows (independent hashes) of FrequencySketch. */
+const SKETCH_WIDTH = 1 << 14;
+const SKETCH_ROWS = 4;
+/** A counter's ceiling: enough to rank sessions, small enough that halving forgets old favourites soon. */
+const SKETCH_MAX = 15;
+
+/**
+ * How often each key was asked for lately, approximately: a count-min sketch of SKETCH_ROWS rows,
+ * every counter halved once SKETCH_WIDTH × 10 accesses were counted, so the counts follow what is
+ * used now. It never undercounts; collisions only overcount, and rarely with 16k counters a row.
+ */
+export class FrequencySketch {
+  private readonly counters = new Uint8Array(SKETCH_WIDTH * SKETCH_ROWS);
+  private counted = 0;
+
+  /** Counts one access to `key`. */
+  add(key: string): void {
+    const hash = hashOf(key);
+    for (let row = 0; row < SKETCH_ROWS; row++) {
+      const index = row * SKETCH_WIDTH + slot(hash, row);
+      if (this.counters[index]! < SKETCH_MAX) this.counters[index]! += 1;
+    }
+    if (++this.counted >= SKETCH_WIDTH * 10) this.halve();
+  }
+
+  /** The accesses to `key` counted lately (an upper bound). */
+  frequency(key: string): number {
+    const hash = hashOf(key);
+    let least = SKETCH_MAX;
+    for (let row = 0; row < SKETCH_ROWS; row++) least = Math.min(least, this.counters[row * SKETCH_WIDTH + slot(hash, row)]!);
+    return least;
+  }
+
+  private halve(): void {
+    for (let index = 0; index < this.counters.length; index++) this.counters[index]! >>= 1;
+    this.counted = 0;
+  }
+}
+
+/** FNV-1a over the key's UTF-16 code units. */
+function hashOf(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < key.length; index++) hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193);
+  return hash >>> 0;
+}
+
+/** The counter of `hash` in `row`: the hash remixed with a seed per row. */
+function slot(hash: number, row: number): number {
+  let mixed = Math.imul(hash ^ Math.imul(row + 1, 0x9e3779b9), 0x85ebca6b);
+  mixed ^= mixed >>> 13;
+  mixed = Math.imul(mixed, 0xc2b2ae35);
+  mixed ^= mixed >>> 16;
+  return mixed & (SKETCH_WIDTH - 1);
+}
+
+/** A least-recently-used map of session turns, bounded by the characters it holds, with frequency-based admission. */
 export class SessionTurnCache {
   private readonly entries = new Map<string, Entry>();
+  private readonly sketch = new FrequencySketch();
   private chars = 0;
 
   constructor(private readonly maxChars: number) {}
@@ -56,6 +118,7 @@ export class SessionTurnCache {
    * when the entry is missing or describes another state.
    */
   turns(key: string, version: SessionVersion, start: number): SessionMessage[] | undefined {
+    this.sketch.add(key);
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     if (!sameVersion(entry, version)) {
@@ -68,11 +131,22 @@ export class SessionTurnCache {
     return entry.messages.slice(start - entry.first);
   }
 
-  /** Remembers the turns stored at `version` (all of first..next-1; the cache keeps the array given). */
+  /**
+   * Remembers the turns stored at `version` (all of first..next-1; the cache keeps the array given),
+   * unless making room would evict a session asked for at least as often as this one.
+   */
   remember(key: string, version: SessionVersion, messages: SessionMessage[]): void {
     this.drop(key);
     const { created, updated, first, next, tag } = version;
-    this.insert(key, { created, updated, first, next, tag, messages, chars: charsOf(messages) });
+    const entry: Entry = { created, updated, first, next, tag, messages, chars: charsOf(messages) };
+    if (this.chars + entry.chars > this.maxChars && !this.admits(key)) return;
+    this.insert(key, entry);
+  }
+
+  /** Whether `key` is asked for more often than the least recently used entry, which room for it would evict first. */
+  private admits(key: string): boolean {
+    for (const victim of this.entries.keys()) return this.sketch.frequency(key) > this.sketch.frequency(victim);
+    return true;
   }
 
   private insert(key: string, entry: Entry): void {
