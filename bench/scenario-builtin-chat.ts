@@ -10,6 +10,8 @@ import { loadRow } from './scenario-health.js';
 
 /** Sessions the load rotates through (each request appends a turn pair to one of them). */
 const SESSIONS = 1000;
+/** What every request asks. */
+const QUESTION = 'What does Colloquy store for a session?';
 
 /** A skipped result when the route does not answer 200 (a misconfigured server), or undefined when it does. */
 export function skippedUnlessReady(route: string, status: number, body: unknown): ScenarioResult | undefined {
@@ -28,7 +30,7 @@ export const builtinChatScenario: Scenario = {
     try {
       const bodies = Array.from({ length: SESSIONS }, (_, index) =>
         JSON.stringify({
-          message: 'What does Colloquy store for a session?',
+          message: QUESTION,
           model: 'builtin-extractive',
           session_id: `bench-session-${index}`,
         }),
@@ -37,7 +39,7 @@ export const builtinChatScenario: Scenario = {
       const skipped = skippedUnlessReady('POST /api/chat/', check.status, check.body);
       if (skipped) return skipped;
       const connections = 50;
-      const sessionless = JSON.stringify({ message: 'What does Colloquy store for a session?', model: 'builtin-extractive' });
+      const sessionless = JSON.stringify({ message: QUESTION, model: 'builtin-extractive' });
       const best = await compareSaturation(
         [
           { name: 'bare uWS hello', request: { url: `http://127.0.0.1:${hello.port}/`, connections, durationSeconds: options.duration } },

@@ -145,8 +145,8 @@ export class SessionTurnCache {
 
   /** Whether `key` is asked for more often than the least recently used entry, which room for it would evict first. */
   private admits(key: string): boolean {
-    for (const victim of this.entries.keys()) return this.sketch.frequency(key) > this.sketch.frequency(victim);
-    return true;
+    const victim = this.entries.keys().next();
+    return victim.done === true || this.sketch.frequency(key) > this.sketch.frequency(victim.value);
   }
 
   private insert(key: string, entry: Entry): void {
