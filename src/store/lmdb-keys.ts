@@ -45,7 +45,7 @@ export class LmdbApiKeyStore implements ApiKeyStore, RecordTransfer<ApiKeyRecord
   private readonly byUser: Database<number, [string, string]>;
 
   constructor(storage: LmdbStorage) {
-    this.keys = storage.database<StoredKey, string>('api-keys');
+    this.keys = storage.database<StoredKey, string>('api-keys', { sharedStructures: true });
     this.byUser = storage.database<number, [string, string]>('user-keys');
   }
 

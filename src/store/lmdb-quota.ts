@@ -26,7 +26,7 @@ export class LmdbQuotaCounters implements QuotaCounterStore, RecordTransfer<Coun
   private readonly db: Database<Counter, string>;
 
   constructor(private readonly storage: LmdbStorage) {
-    this.db = storage.database<Counter, string>('quota');
+    this.db = storage.database<Counter, string>('quota', { sharedStructures: true });
   }
 
   take(subject: string, window: CounterWindow, limit: number, cost: number, tokens?: TokenTake): Promise<CounterTake> {

@@ -41,8 +41,8 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     private readonly maxTurns: number,
     cacheChars = SESSION_CACHE_CHARS,
   ) {
-    this.meta = storage.database<SessionMeta, MetaKey>('sessions');
-    this.messages = storage.database<SessionMessage, MessageKey>('session-messages');
+    this.meta = storage.database<SessionMeta, MetaKey>('sessions', { sharedStructures: true });
+    this.messages = storage.database<SessionMessage, MessageKey>('session-messages', { sharedStructures: true });
     this.cache = new SessionTurnCache(cacheChars);
   }
 

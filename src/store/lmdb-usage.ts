@@ -21,7 +21,7 @@ export class LmdbUsageStore implements UsageStore, RecordTransfer<UsageRecord> {
   private sequence = 0;
 
   constructor(private readonly storage: LmdbStorage) {
-    this.records = storage.database<StoredRecord, UsageKey>('usage');
+    this.records = storage.database<StoredRecord, UsageKey>('usage', { sharedStructures: true });
     this.byTime = storage.database<null, TimeKey>('usage_by_time');
   }
 

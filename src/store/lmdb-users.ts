@@ -9,7 +9,7 @@ export class LmdbUserStore implements UserStore, RecordTransfer<UserRecord> {
   private readonly db: Database<UserRecord, string>;
 
   constructor(storage: LmdbStorage) {
-    this.db = storage.database<UserRecord, string>('users');
+    this.db = storage.database<UserRecord, string>('users', { sharedStructures: true });
   }
 
   async get(userId: string): Promise<UserRecord | undefined> {
