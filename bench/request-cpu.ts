@@ -1,15 +1,18 @@
 /**
- * `node dist/bench/request-cpu.js [--against CLI] [--pairs N] [--seconds S]`: the server's CPU per
- * request at a fixed rate, for three requests: scenario 2's built-in chat naming one of 1000
+ * `node dist/bench/request-cpu.js [--against CLI] [--pairs N] [--seconds S] [--only NAME] [--profile]`: the server's CPU per
+ * request at a fixed rate, for four loads: scenario 2's built-in chat naming one of 1000
  * sessions, the same chat without a session, and scenario 3's chat through the gateway to the
- * loopback mock upstream. Each measurement boots a fresh server (pinned like the bench's), sends
+ * loopback mock upstream, on `/api/chat/` and on `/v1/chat/completions`. Each measurement boots a fresh server (pinned like the bench's), sends
  * the request at a fixed rate with autocannon (`overallRate`, 50 connections) for a warm-up of 3 s
  * and then S seconds (default 8), and reads the server's CPU ticks from /proc over the measured
  * part: its main thread, and every thread of its processes.
  *
  * At a fixed rate the server is not saturated, so its CPU per request moves much less between runs
  * than a saturation throughput does: this is the A/B measure of a change. With `--against`, that
- * build's `dist/src/cli.js` and this checkout's run alternately, N pairs (default 4).
+ * build's `dist/src/cli.js` and this checkout's run alternately, N pairs (default 4). `--only`
+ * keeps the loads whose name contains NAME; `--profile` has each server write a V8 CPU profile
+ * into `bench/results/profiles/request-cpu/<load>/` (profiling slows the server: its CPU figures
+ * are then not comparable with a run without it).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,6 +29,8 @@ interface Shape {
   name: string;
   rate: number;
   upstream: boolean;
+  /** The route, `/api/chat/` unless given. */
+  path?: string;
   /** Request bodies, sent in rotation. */
   bodies: string[];
 }
@@ -46,6 +51,13 @@ const SHAPES: Shape[] = [
     bodies: [JSON.stringify({ message: QUESTION, model: 'builtin-extractive' })],
   },
   { name: 'gateway chat', rate: 4000, upstream: true, bodies: [JSON.stringify({ message: 'Say something short.', model: MOCK_MODEL_ID })] },
+  {
+    name: 'gateway chat /v1',
+    rate: 4000,
+    upstream: true,
+    path: '/v1/chat/completions',
+    bodies: [JSON.stringify({ model: MOCK_MODEL_ID, messages: [{ role: 'user', content: 'Say something short.' }] })],
+  },
 ];
 
 /** CPU ticks (1/100 s) of one thread of a process. */
@@ -74,7 +86,7 @@ function ticksOf(root: number): { all: number; main: number } {
 
 function load(url: string, shape: Shape, seconds: number): Promise<LoadResult> {
   return runAutocannon({
-    url: `${url}/api/chat/`,
+    url: `${url}${shape.path ?? '/api/chat/'}`,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     bodies: shape.bodies,
@@ -88,6 +100,7 @@ async function measure(
   shape: Shape,
   seconds: number,
   cliPath: string | undefined,
+  profileDir?: string,
 ): Promise<{ mainUs: number; allUs: number; requests: number }> {
   const mock = shape.upstream
     ? await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
@@ -101,7 +114,7 @@ async function measure(
         '0',
       ])
     : undefined;
-  const server = await startColloquy({ upstreamPort: mock?.port, cliPath });
+  const server = await startColloquy({ upstreamPort: mock?.port, cliPath, profileDir });
   try {
     await load(server.url, shape, WARM_UP_SECONDS);
     const before = ticksOf(server.pid);
@@ -129,6 +142,9 @@ function option(name: string): string | undefined {
 const against = option('--against');
 const pairs = Number(option('--pairs') ?? (against ? 4 : 1));
 const seconds = Number(option('--seconds') ?? 8);
+const only = option('--only');
+const profile = process.argv.includes('--profile');
+const shapes = only ? SHAPES.filter((shape) => shape.name.includes(only)) : SHAPES;
 const builds: Array<{ label: string; cli: string | undefined }> = against
   ? [
       { label: 'against', cli: against },
@@ -141,9 +157,12 @@ console.log(
 );
 try {
   for (let pair = 1; pair <= pairs; pair++) {
-    for (const shape of SHAPES) {
+    for (const shape of shapes) {
       for (const build of builds) {
-        const { mainUs, allUs, requests } = await measure(shape, seconds, build.cli);
+        const profileDir = profile
+          ? join(REPO_ROOT, 'bench/results/profiles/request-cpu', shape.name.replaceAll(/[^a-z]+/g, '-'))
+          : undefined;
+        const { mainUs, allUs, requests } = await measure(shape, seconds, build.cli, profileDir);
         console.log(
           `${String(pair).padStart(2)} ${build.label.padEnd(7)} ${shape.name.padEnd(26)} ${String(shape.rate).padStart(5)} req/s  main ${String(mainUs).padStart(6)} µs  all threads ${String(allUs).padStart(6)} µs  (${requests} requests)`,
         );

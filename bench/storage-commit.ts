@@ -3,7 +3,9 @@
  * HTTP. In one process, 50 concurrent loops run what the built-in chat of scenario 2 does to
  * storage, in three shapes: the quota take alone, the take with the usage record, and the take,
  * the usage record and a session (its turns read, then a turn pair of the scenario's size
- * appended, rotating over 1000 sessions). Each shape runs for a few seconds on a fresh LMDB
+ * appended, rotating over 1000 sessions), and that last shape again with every session already
+ * holding its 200 kept turns, so each append also drops the two oldest (with a session cache large
+ * enough for all of them: this shape measures the append, not reads of sessions from storage). Each shape runs for a few seconds on a fresh LMDB
  * environment in each directory given (default: one under the system's temporary directory; give
  * a tmpfs such as /dev/shm beside it to see what the disk's writeback costs), and prints
  * requests/s and the process's CPU per request (every thread: lmdb-js commits on its own).
@@ -25,15 +27,32 @@ const QUESTION = 'What does Colloquy store for a session?';
 const ANSWER = 'x'.repeat(520);
 const WINDOW = { start: 0, lengthMs: 86_400_000 };
 
-type Shape = 'take' | 'take+usage' | 'take+usage+session';
-const SHAPES: Shape[] = ['take', 'take+usage', 'take+usage+session'];
+type Shape = 'take' | 'take+usage' | 'take+usage+session' | 'take+usage+full session';
+const SHAPES: Shape[] = ['take', 'take+usage', 'take+usage+session', 'take+usage+full session'];
+const MAX_TURNS = 200;
+
+/** Fills every session to its cap before a shape that starts from full sessions. */
+async function fillSessions(sessions: LmdbSessionStore): Promise<void> {
+  const now = new Date().toISOString();
+  const turns: SessionMessage[] = [];
+  for (let index = 0; index < MAX_TURNS / 2; index++) {
+    turns.push({ role: 'user', content: QUESTION, timestamp: now }, { role: 'assistant', content: ANSWER, timestamp: now });
+  }
+  for (let index = 0; index < SESSIONS; index += 50) {
+    await Promise.all(Array.from({ length: 50 }, (_, offset) => sessions.append('anonymous', `bench-session-${index + offset}`, turns)));
+  }
+}
 
 async function measure(parent: string, shape: Shape): Promise<{ rps: number; cpuUs: number }> {
   const dir = scratchDir('colloquy-storage-', parent);
   const storage = new LmdbStorage(dir.path);
   const quota = new LmdbQuotaCounters(storage);
   const usage = new LmdbUsageStore(storage);
-  const sessions = new LmdbSessionStore(storage, 200);
+  // Full sessions of this size outgrow the server's default cache (48 M characters): the shape gets
+  // one that holds them all, so it measures the append to a full session, not reads from storage.
+  const full = shape === 'take+usage+full session';
+  const sessions = full ? new LmdbSessionStore(storage, MAX_TURNS, 512 * 1024 * 1024) : new LmdbSessionStore(storage, MAX_TURNS);
+  if (full) await fillSessions(sessions);
   let done = 0;
   let turn = 0;
   const busy = new Set<number>();
@@ -53,7 +72,7 @@ async function measure(parent: string, shape: Shape): Promise<{ rps: number; cpu
           status: 200,
         });
       }
-      if (shape === 'take+usage+session') {
+      if (shape === 'take+usage+session' || shape === 'take+usage+full session') {
         // One session per loop at a time, as in the scenario (its sessions are never asked twice at once).
         let index = turn++ % SESSIONS;
         while (busy.has(index)) index = (index + 1) % SESSIONS;

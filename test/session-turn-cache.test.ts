@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LmdbStorage } from '../src/store/lmdb.js';
-import { LmdbSessionStore } from '../src/store/lmdb-sessions.js';
+import { LmdbSessionStore, TRIM_BATCH } from '../src/store/lmdb-sessions.js';
 import { FrequencySketch, SessionTurnCache } from '../src/store/session-turn-cache.js';
 import type { SessionMessage } from '../src/store/types.js';
 
@@ -55,6 +55,53 @@ describe('cached session turns', () => {
       assert.deepEqual(await contents(uncached, 'own'), kept);
       assert.deepEqual(await contents(first, 'own', 2), kept.slice(-2));
     }
+  });
+
+  test('turns past the cap are never read, listed or exported, and leave storage a batch at a time', async () => {
+    const stored = storage.database<SessionMessage, [string, string, number]>('session-messages', { sharedStructures: true });
+    const storedTurns = () => stored.getKeysCount({ start: ['owner', 'long', 0], end: ['owner', 'long', Number.MAX_SAFE_INTEGER] });
+    const appended: string[] = [];
+    let trimmed = false;
+    let lingered = false;
+    for (let index = 0; index < 3 * TRIM_BATCH; index++) {
+      // Two processes take turns appending, each reading through its own cache first.
+      const store = index % 3 === 0 ? second : first;
+      await contents(store, 'long');
+      await store.append('owner', 'long', [turn('user', `turn ${index}`)]);
+      appended.push(`turn ${index}`);
+      const kept = appended.slice(-MAX_TURNS);
+      for (const reader of [first, second, uncached]) assert.deepEqual(await contents(reader, 'long'), kept);
+      assert.deepEqual(await contents(first, 'long', 2), kept.slice(-2));
+      assert.equal((await first.get('owner', 'long'))?.message_count, kept.length);
+      assert.equal((await first.list('owner', 10)).find((summary) => summary.session_id === 'long')?.message_count, kept.length);
+      const count = storedTurns();
+      assert.ok(count < MAX_TURNS + TRIM_BATCH, `${count} turns stored after ${appended.length} appends`);
+      if (count < appended.length) trimmed = true;
+      if (count > MAX_TURNS) lingered = true;
+    }
+    assert.ok(trimmed, 'turns past the cap were removed from storage');
+    assert.ok(lingered, 'turns past the cap waited for a batch');
+    const exported = [];
+    for await (const session of first.exportRecords()) if (session.session_id === 'long') exported.push(session);
+    assert.equal(exported.length, 1);
+    assert.deepEqual(
+      exported[0]!.messages.map((message) => message.content),
+      appended.slice(-MAX_TURNS),
+    );
+    assert.equal(exported[0]!.first, appended.length - MAX_TURNS);
+    assert.equal(exported[0]!.next, appended.length);
+    assert.equal(await first.delete('owner', 'long'), true);
+    assert.equal(storedTurns(), 0);
+  });
+
+  test('a cap raised later does not bring back turns dropped under the lower one', async () => {
+    for (let index = 0; index < MAX_TURNS + 3; index++) await first.append('owner', 'raised', [turn('user', `turn ${index}`)]);
+    const wider = new LmdbSessionStore(storage, MAX_TURNS * 4, 0);
+    const kept = Array.from({ length: MAX_TURNS }, (_, index) => `turn ${index + 3}`);
+    assert.deepEqual(await contents(wider, 'raised'), kept);
+    await wider.append('owner', 'raised', [turn('user', 'wider')]);
+    assert.deepEqual(await contents(wider, 'raised'), [...kept, 'wider']);
+    assert.deepEqual(await contents(first, 'raised'), [...kept.slice(1), 'wider']);
   });
 
   test('an append by another process is seen at the next read, never the cached turns', async () => {

@@ -4,6 +4,11 @@
  * [owner, session id, seq] → one turn. The owner is part of every key, so another owner's session
  * id is simply absent: it cannot be read, appended to or deleted. Reads of a whole session are
  * served from a per-process cache of decoded turns whenever the meta read shows it unchanged.
+ *
+ * A session keeps its newest `maxTurns` turns, first..next-1: reads, listings and exports see those
+ * alone. Turns that fell below `first` leave storage TRIM_BATCH at a time (the meta's `stored` says
+ * where they start) rather than one by one: on every append to a full session, removing the oldest
+ * turns dirtied the B-tree page they sat in beside the page the new ones went to.
  */
 import type { Database } from 'lmdb';
 import type { LmdbStorage } from './lmdb.js';
@@ -11,8 +16,14 @@ import { entriesInPages } from './lmdb-pages.js';
 import { SessionTurnCache, type SessionVersion } from './session-turn-cache.js';
 import type { ExportedSession, RecordTransfer, SessionMessage, SessionRecord, SessionStore, SessionSummary } from './types.js';
 
-/** created, updated, the first kept and the next turn sequence numbers, and the tag drawn at creation. */
-type SessionMeta = SessionVersion;
+/**
+ * created, updated, the first kept and the next turn sequence numbers, and the tag drawn at
+ * creation; `stored`, when below `first`, is the oldest turn still in storage (dropped, not yet removed).
+ */
+type SessionMeta = SessionVersion & { stored?: number };
+
+/** Dropped turns are removed once this many wait: one range per batch instead of a remove or two per append. */
+export const TRIM_BATCH = 32;
 
 /** A random tag for a new session (sessions stored before tags existed have none). */
 function newTag(): number {
@@ -99,11 +110,17 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
         written.push(stored);
         next += 1;
       }
-      // Keep the newest maxTurns: old turns that fell below `first` are removed (skipped ones were never written).
+      // Keep the newest maxTurns. Turns that fell below `first` are removed once TRIM_BATCH of them
+      // wait (skipped ones were never written); until then `stored` remembers where they start.
       const first = Math.max(current.first, next - this.maxTurns);
-      for (let seq = current.first; seq < Math.min(first, current.next); seq += 1) this.messages.remove([owner, sessionId, seq]);
+      let stored = current.stored ?? current.first;
+      if (first - stored >= TRIM_BATCH) {
+        for (let seq = stored; seq < Math.min(first, current.next); seq += 1) this.messages.remove([owner, sessionId, seq]);
+        stored = first;
+      }
       before = meta;
       after = { created: current.created, updated: now, first, next };
+      if (stored < first) after.stored = stored;
       if (current.tag !== undefined) after.tag = current.tag;
       this.meta.put(key, after);
     });
@@ -119,7 +136,7 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
       const key: MetaKey = [owner, sessionId];
       const meta = this.meta.get(key);
       if (!meta) return false;
-      for (let seq = meta.first; seq < meta.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
+      for (let seq = meta.stored ?? meta.first; seq < meta.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
       this.meta.remove(key);
       return true;
     });
@@ -154,7 +171,7 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     this.cache.drop(SessionTurnCache.keyOf(owner, sessionId));
     await this.meta.transaction(() => {
       const old = this.meta.get([owner, sessionId]);
-      if (old) for (let seq = old.first; seq < old.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
+      if (old) for (let seq = old.stored ?? old.first; seq < old.next; seq += 1) this.messages.remove([owner, sessionId, seq]);
       for (const [index, turn] of session.messages.entries()) this.messages.put([owner, sessionId, first + index], turn);
       this.meta.put([owner, sessionId], { created: session.created, updated: session.updated, first, next });
     });
