@@ -65,6 +65,15 @@ describe('configuration', () => {
     );
   });
 
+  it('session_cache_mb sizes the session cache in MiB (48 by default, 0 keeps none) and refuses a negative or fractional size', () => {
+    assert.equal(loadConfig({}).sessionCacheChars, 48 * 1024 * 1024);
+    assert.equal(loadConfig({ COLLOQUY_CONFIG: configFile({ session_cache_mb: 256 }) }).sessionCacheChars, 256 * 1024 * 1024);
+    assert.equal(loadConfig({ COLLOQUY_CONFIG: configFile({ session_cache_mb: 0 }) }).sessionCacheChars, 0);
+    for (const size of [-1, 1.5, '64']) {
+      assert.throws(() => loadConfig({ COLLOQUY_CONFIG: configFile({ session_cache_mb: size }) }), /session_cache_mb/);
+    }
+  });
+
   it('refuses unknown keys, naming them', () => {
     const path = configFile({ auth_requried: true });
     assert.throws(() => loadConfig({ COLLOQUY_CONFIG: path }), /auth_requried/);

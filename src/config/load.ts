@@ -25,6 +25,12 @@ import {
   type StorageConfig,
 } from './types.js';
 
+/**
+ * MiB of decoded session turns each process keeps by default: the kept turns of about a thousand
+ * sessions of 200 short turns. Sessions in use at once beyond that are read from storage.
+ */
+const SESSION_CACHE_MB = 48;
+
 /** The plans, with the anonymous and default plans checked against them. */
 function resolvePlans(file: ConfigFile): Pick<Config, 'plans' | 'anonymousPlan' | 'defaultPlan'> {
   const plans: Record<string, PlanConfig> = file.plans ?? DEFAULT_PLANS;
@@ -189,6 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     images: resolveImages(file, env),
     rag: resolveRag(file, env),
     sessionMaxTurns: file.session_max_turns ?? 200,
+    sessionCacheChars: (file.session_cache_mb ?? SESSION_CACHE_MB) * 1024 * 1024,
     bodyLimitBytes: file.body_limit_bytes ?? intFromEnv(env, 'COLLOQUY_BODY_LIMIT', 1024 * 1024, 1),
     v1BodyLimitBytes: file.v1_body_limit_bytes ?? 8 * 1024 * 1024,
     maxJsonDepth: file.max_json_depth ?? 32,

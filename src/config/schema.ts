@@ -99,6 +99,8 @@ export const ConfigFileSchema = v.strictObject({
   images: v.optional(ImagesSchema),
   rag: v.optional(RagSchema),
   session_max_turns: v.optional(PositiveInt),
+  /** Decoded session turns kept in memory per process (LMDB engine), in MiB of text: 0 keeps none. */
+  session_cache_mb: v.optional(NonNegativeInt),
   body_limit_bytes: v.optional(PositiveInt),
   /** The body limit of /v1 requests (whole agent conversations, image parts): default 8 MiB. */
   v1_body_limit_bytes: v.optional(PositiveInt),

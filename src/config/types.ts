@@ -82,6 +82,8 @@ export interface Config {
     embeddings: { baseUrl: string; model: string; apiKey: string | undefined } | undefined;
   };
   sessionMaxTurns: number;
+  /** Characters of decoded session turns each process keeps (LMDB engine; `session_cache_mb`). */
+  sessionCacheChars: number;
   bodyLimitBytes: number;
   /** The body limit of /v1 requests. */
   v1BodyLimitBytes: number;

@@ -36,8 +36,9 @@ type MessageKey = [string, string, number];
 /** Sessions a listing reads at most before sorting by recency. */
 const LIST_SCAN_LIMIT = 1000;
 /**
- * Characters of decoded turns kept per process (about as many bytes for ASCII text): enough for the
- * kept turns of a thousand busy sessions, so a working set read in turn stays cached.
+ * Characters of decoded turns kept per process by default (about as many bytes for ASCII text;
+ * the server sets it from `session_cache_mb`): enough for the kept turns of a thousand busy
+ * sessions of short turns, so a working set read in turn stays cached.
  */
 export const SESSION_CACHE_CHARS = 48 * 1024 * 1024;
 

@@ -50,13 +50,15 @@ export interface OpenedStorage {
 /** What the stores are bounded by (a config has it all). */
 export interface StoreLimits {
   sessionMaxTurns: number;
+  /** Characters of decoded turns the LMDB session store keeps per process (default SESSION_CACHE_CHARS). */
+  sessionCacheChars?: number;
   resumable: { maxBytes: number; ttlSeconds: number };
 }
 
 /** The stores of an engine already open. */
 /** `clock`: a test's clock for quota windows (Redis otherwise uses its own TIME). */
 export function storesOn(storage: LmdbStorage | RedisStorage, limits: StoreLimits, clock?: () => number): OpenedStorage {
-  const { sessionMaxTurns, resumable } = limits;
+  const { sessionMaxTurns, sessionCacheChars, resumable } = limits;
   if (storage.engine === 'redis') {
     const cache = new SharedRecordCache(storage);
     return {
@@ -74,7 +76,7 @@ export function storesOn(storage: LmdbStorage | RedisStorage, limits: StoreLimit
     users: new LmdbUserStore(storage),
     apiKeys: new LmdbApiKeyStore(storage),
     counters: new LmdbQuotaCounters(storage),
-    sessions: new LmdbSessionStore(storage, sessionMaxTurns),
+    sessions: new LmdbSessionStore(storage, sessionMaxTurns, sessionCacheChars),
     usage: new LmdbUsageStore(storage),
     streamLog: new LmdbStreamLog(storage, resumable.maxBytes),
   };
