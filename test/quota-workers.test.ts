@@ -114,8 +114,10 @@ describe('WORKERS=2: several processes on one data directory', () => {
 
     const status = (await (await fetch(`${base}/api/chat/quota/me`, { headers })).json()) as { used: number };
     assert.equal(status.used, 100);
-    const servedBy = new Set(lines.filter((line) => line.msg === 'request' && line.route === '/api/chat').map((line) => line.worker));
-    assert.deepEqual([...servedBy].sort(), [1, 2], 'both workers served chat requests');
+    // Logs are written asynchronously: wait for the lines of both workers.
+    const servedBy = () => new Set(lines.filter((line) => line.msg === 'request' && line.route === '/api/chat').map((line) => line.worker));
+    for (let waited = 0; waited < 3000 && servedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual([...servedBy()].sort(), [1, 2], 'both workers served chat requests');
   });
 
   test('a token budget holds across both workers: 160 concurrent requests reserve exactly what fits', async () => {
@@ -164,21 +166,30 @@ describe('WORKERS=2: several processes on one data directory', () => {
     assert.ok(streamId, started);
     const whole = started.split('\n\n').filter((frame) => frame.includes('event: delta')).length;
     const from = lines.length;
-    // Many at once: they go over several connections, so both workers take some.
-    const replays = await Promise.all(
-      Array.from({ length: 24 }, async () => (await fetch(`${base}/api/chat/stream/${streamId}?after=2`, { headers })).text()),
-    );
-    for (const replay of replays) {
-      assert.equal(replay.split('\n\n').filter((frame) => frame.includes('event: delta')).length, whole);
-      assert.ok(replay.includes('event: done'));
+    const servedBy = () =>
+      new Set(
+        lines
+          .slice(from)
+          .filter((line) => line.msg === 'request' && line.route === '/api/chat/stream/:stream_id')
+          .map((line) => line.worker),
+      );
+    // Many at once go over several connections, and the kernel spreads connections over the
+    // workers at random: a few rounds make sure both took some. Logs are written asynchronously,
+    // so each round waits a moment for the lines.
+    for (let round = 0; round < 5 && servedBy().size < 2; round++) {
+      const replays: string[] = await Promise.all(
+        Array.from(
+          { length: 24 },
+          async (): Promise<string> => (await fetch(`${base}/api/chat/stream/${streamId}?after=2`, { headers })).text(),
+        ),
+      );
+      for (const replay of replays) {
+        assert.equal(replay.split('\n\n').filter((frame) => frame.includes('event: delta')).length, whole);
+        assert.ok(replay.includes('event: done'));
+      }
+      for (let waited = 0; waited < 1000 && servedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    const servedBy = new Set(
-      lines
-        .slice(from)
-        .filter((line) => line.msg === 'request' && line.route === '/api/chat/stream/:stream_id')
-        .map((line) => line.worker),
-    );
-    assert.deepEqual([...servedBy].sort(), [1, 2], 'both workers replayed the stream');
+    assert.deepEqual([...servedBy()].sort(), [1, 2], 'both workers replayed the stream');
   });
 
   test('a worker that dies is replaced and the service keeps answering on the same port', async () => {
