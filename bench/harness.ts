@@ -213,6 +213,23 @@ export async function startNodeHelper(
   return { child, port };
 }
 
+/**
+ * The loopback mock upstream as the gateway scenarios ask it: replies of 8 chunks of 6 characters,
+ * unpaced (a short chat answer, served as fast as it is read).
+ */
+export function startGatewayMock(): Promise<{ child: Child; port: number }> {
+  return startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
+    '--port',
+    '0',
+    '--chunks',
+    '8',
+    '--size',
+    '6',
+    '--interval-ms',
+    '0',
+  ]);
+}
+
 async function withTimeout<T>(promise: Promise<T>, ms: number, message: () => string, child?: Child): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const exited = child

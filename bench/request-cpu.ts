@@ -17,7 +17,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
-import { processTree, REPO_ROOT, round, startNodeHelper, stopAllChildren } from './harness.js';
+import { processTree, REPO_ROOT, round, startGatewayMock, stopAllChildren } from './harness.js';
 import { runAutocannon, type LoadResult } from './load.js';
 
 const WARM_UP_SECONDS = 3;
@@ -102,18 +102,7 @@ async function measure(
   cliPath: string | undefined,
   profileDir?: string,
 ): Promise<{ mainUs: number; allUs: number; requests: number }> {
-  const mock = shape.upstream
-    ? await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
-        '--port',
-        '0',
-        '--chunks',
-        '8',
-        '--size',
-        '6',
-        '--interval-ms',
-        '0',
-      ])
-    : undefined;
+  const mock = shape.upstream ? await startGatewayMock() : undefined;
   const server = await startColloquy({ upstreamPort: mock?.port, cliPath, profileDir });
   try {
     await load(server.url, shape, WARM_UP_SECONDS);

@@ -7,7 +7,7 @@
  */
 import { existsSync } from 'node:fs';
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
-import { round, startNodeHelper, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { round, startGatewayMock, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
 import { compareSaturation, runFixedRate, type LoadRequest, type LoadResult } from './load.js';
 import type { MockStats } from './mock-upstream.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
@@ -88,16 +88,7 @@ export const gatewayOverheadScenario: Scenario = {
   number: 3,
   title: 'gateway overhead: openai provider to a loopback mock vs the mock directly',
   async run(options: RunOptions): Promise<ScenarioResult> {
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
-      '--port',
-      '0',
-      '--chunks',
-      '8',
-      '--size',
-      '6',
-      '--interval-ms',
-      '0',
-    ]);
+    const mock = await startGatewayMock();
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir, extraModels: [DEAD_PRIMARY] });
     try {
       const targets = await gatewayTargets(server.url, mock.port);

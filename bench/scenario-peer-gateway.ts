@@ -4,7 +4,7 @@
  * each streams correctly.
  */
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
-import { round, startNodeHelper, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import { round, startGatewayMock, type GoalCheck, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
 import { compareSaturation, runFixedRate, type LoadRequest } from './load.js';
 import { ensurePeerInstalled, startPeer } from './peer-gateway.js';
 import { SseStream, type Dialect } from './sse-client.js';
@@ -40,16 +40,7 @@ export const peerGatewayScenario: Scenario = {
   title: 'peer gateway (Portkey, npm) vs Colloquy on the same mock upstream',
   async run(options: RunOptions): Promise<ScenarioResult> {
     const installed = await ensurePeerInstalled();
-    const mock = await startNodeHelper('mock-upstream', 'load', 'mock-upstream.js', [
-      '--port',
-      '0',
-      '--chunks',
-      '8',
-      '--size',
-      '6',
-      '--interval-ms',
-      '0',
-    ]);
+    const mock = await startGatewayMock();
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir });
     const peer = await startPeer();
     try {
