@@ -139,12 +139,24 @@ export async function admitChat(
       estimateTokensFromChars(promptChars(request, input.given)) + (request.max_tokens ?? services.config.defaultMaxTokens);
     const reservation = await reserveQuota(services, caller, kind === 'search' ? 'search' : 'chat', tokenEstimate);
     const fallbacks = registry.fallbacksOf(model);
-    const job: ChatJob = { kind, caller, request, model, provider, reservation, ...(fallbacks.length > 0 ? { fallbacks } : {}) };
+    // One object shape for every route's jobs (fields absent are undefined): the stages that read
+    // them see one shape, not one per route.
+    const { given } = input;
+    const job: ChatJob = {
+      kind,
+      caller,
+      request,
+      model,
+      provider,
+      reservation,
+      fallbacks: fallbacks.length > 0 ? fallbacks : undefined,
+      given,
+      options: given ? (input.options ?? {}) : undefined,
+      alwaysShowReasoning: given ? (input.alwaysShowReasoning ?? false) : undefined,
+    };
     return {
       release,
-      job: input.given
-        ? { ...job, given: input.given, options: input.options ?? {}, alwaysShowReasoning: input.alwaysShowReasoning ?? false }
-        : job,
+      job,
       acceptedAt,
       headers: rateLimitHeaders(reservation.stamp),
     };

@@ -4,7 +4,7 @@
  * own results ride along in extra fields (`sources`, `quota`, `session_id`) that OpenAI clients
  * ignore and ours can read.
  */
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { type Attempt, assertNever, type ChatEvent, type FinishReason, type QuotaStamp, type Source, type Usage } from '../domain/types.js';
 import type { ErrorCode } from '../errors.js';
 import { openAiError } from './v1-errors.js';
@@ -31,12 +31,20 @@ function quotaField(stamp: QuotaStamp): { plan: string; remaining: number; remai
   };
 }
 
-/**
- * A completion id in OpenAI's form (`chatcmpl-` and 24 random hex characters). From randomUUID,
- * which draws from a cached entropy pool: a fresh randomBytes call cost 3.7 µs per request.
- */
+/** Random bytes drawn for completion ids in one call: a call per id cost 3.7 µs per request. */
+const ID_BYTES = 12;
+const idPool = Buffer.alloc(ID_BYTES * 256);
+let idOffset = idPool.length;
+
+/** A completion id in OpenAI's form (`chatcmpl-` and 24 random hex characters). */
 export function completionId(): string {
-  return `chatcmpl-${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+  if (idOffset === idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const id = `chatcmpl-${idPool.toString('hex', idOffset, idOffset + ID_BYTES)}`;
+  idOffset += ID_BYTES;
+  return id;
 }
 
 interface AssembledCall {
