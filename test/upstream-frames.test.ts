@@ -85,6 +85,31 @@ describe('upstream frame loop', () => {
     assert.deepEqual(seen, [...words, 'last', 'end of body']);
   });
 
+  test('a byte order mark opening the body is dropped, one cut in two reads too; invalid bytes become U+FFFD, and a character cut off at the end is one U+FFFD', async () => {
+    for (const size of [1, 2, 1000]) {
+      const body = Buffer.concat([
+        Buffer.from([0xef, 0xbb, 0xbf]),
+        Buffer.from('{"word":"first"}\n{"word":"caf'),
+        Buffer.from([0xff]),
+        Buffer.from('é"}\n'),
+      ]);
+      const seen = await eventsOf(readNdjson<string>(new ScriptedBody(cut(body, size)), wordDialect(), 'test', 65_536));
+      assert.deepEqual(seen, ['first', 'caf\ufffdé', 'end of body'], `reads of ${size} bytes`);
+    }
+    const truncated = Buffer.concat([Buffer.from('{"word":"a"}\n"'), Buffer.from('é').subarray(0, 1)]);
+    const lines: string[] = [];
+    const dialect: Dialect<string, string> = {
+      frame(frame, out) {
+        lines.push(frame);
+        out.push(frame);
+        return false;
+      },
+      end() {},
+    };
+    await eventsOf(readNdjson<string>(new ScriptedBody(cut(truncated, 1)), dialect, 'test', 65_536));
+    assert.deepEqual(lines, ['{"word":"a"}', '"\ufffd']);
+  });
+
   test('the terminal frame ends the reply: nothing after it is read, and the body is handed back once', async () => {
     const body = new ScriptedBody(cut(sseOf([{ word: 'a' }, { word: 'b' }, { stop: true }, { word: 'after' }, { bad: true }]), 10));
     assert.deepEqual(await eventsOf(readSse<string>(body, wordDialect(true), 'test', 65_536)), ['a', 'b', 'end at stop']);

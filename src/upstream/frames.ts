@@ -12,6 +12,7 @@
  * Reads are fed to the framer in slices, so a consumer that stops reading (a stalled client) holds
  * raw bytes, not a whole read's worth of parsed frames.
  */
+import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { frameTooLarge } from './upstream-error.js';
 
@@ -20,8 +21,8 @@ export type { EventSourceMessage } from 'eventsource-parser';
 /** Bytes fed to a framer at once. */
 const SLICE_BYTES = 2048;
 
-/** Decoding options for a stream of chunks (one object, not one per call). */
-const STREAMING = { stream: true } as const;
+/** A byte order mark, dropped from the start of a body (as a TextDecoder does). */
+const BOM = '\ufeff';
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
@@ -110,7 +111,14 @@ class NdjsonFramer implements Framer {
  * finished with. `next` is called one at a time (as `for await` does).
  */
 class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
-  private readonly decoder = new TextDecoder('utf-8');
+  /**
+   * UTF-8 across reads (a character split between two reads is held back until its rest comes;
+   * invalid bytes become U+FFFD). Node's StringDecoder, not a TextDecoder: each TextDecoder builds
+   * an ICU converter at its first decode, which cost as much per reply as the decoding itself.
+   */
+  private readonly decoder = new StringDecoder('utf8');
+  /** No text was decoded yet: a leading byte order mark is still to be dropped. */
+  private atStart = true;
   private readonly framer: Framer;
   /** The read being sliced, and where its next slice starts. */
   private chunk: Uint8Array | undefined;
@@ -194,7 +202,7 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
       const text = this.nextSlice();
       if (text === undefined) {
         if (!this.bodyDone) return undefined;
-        this.framer.feed(this.decoder.decode());
+        this.framer.feed(this.decoder.end());
         this.framer.end();
         this.flushed = true;
       } else this.framer.feed(text);
@@ -232,7 +240,12 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
     const end = Math.min(chunk.byteLength, start + SLICE_BYTES);
     this.offset = end;
     if (end === chunk.byteLength) this.chunk = undefined;
-    return this.decoder.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end), STREAMING);
+    const text = this.decoder.write(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end));
+    if (this.atStart && text.length > 0) {
+      this.atStart = false;
+      if (text.startsWith(BOM)) return text.slice(1);
+    }
+    return text;
   }
 
   /** Done with the reply: nothing more is handed out, and the body is released. */
