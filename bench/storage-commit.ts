@@ -1,13 +1,14 @@
 /**
  * `node dist/bench/storage-commit.js [DIR…]`: what a chat request's storage work costs, without
  * HTTP. In one process, 50 concurrent loops run what the built-in chat of scenario 2 does to
- * storage, in three shapes: the quota take alone, the take with the usage record, and the take,
- * the usage record and a session (its turns read, then a turn pair of the scenario's size
- * appended, rotating over 1000 sessions), and that last shape again with every session already
- * holding its 200 kept turns, so each append also drops the two oldest (with a session cache large
- * enough for all of them: this shape measures the append, not reads of sessions from storage). Each shape runs for a few seconds on a fresh LMDB
- * environment in each directory given (default: one under the system's temporary directory; give
- * a tmpfs such as /dev/shm beside it to see what the disk's writeback costs), and prints
+ * storage, in four shapes: the quota take alone, the take with the usage record, the take, the
+ * usage record and a session (its turns read, then a turn pair of the scenario's size appended,
+ * rotating over 1000 sessions), and that last shape again with every session already holding its
+ * 200 kept turns, so each append also drops the oldest (with a session cache large enough for all
+ * of them: this shape measures the append, not reads of sessions from storage). Each shape runs
+ * for a few seconds on a fresh LMDB environment in each directory given (default: one under the
+ * system's temporary directory; give a tmpfs such as /dev/shm beside it to see what the disk's
+ * writeback costs), and prints
  * requests/s and the process's CPU per request (every thread: lmdb-js commits on its own).
  * Run it pinned to one core (`taskset -c 0`) to compare with the server, which the bench pins.
  */

@@ -11,6 +11,11 @@ const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const ADMIN = 'workers-admin-token-0123456789';
 const admin = { authorization: `Bearer ${ADMIN}` };
 
+/** Waits until `done()` holds or `ms` passed (the workers' log lines arrive asynchronously). */
+async function until(done: () => boolean, ms: number): Promise<void> {
+  for (let waited = 0; waited < ms && !done(); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 interface LogLine {
   msg: string;
   worker?: number;
@@ -116,7 +121,7 @@ describe('WORKERS=2: several processes on one data directory', () => {
     assert.equal(status.used, 100);
     // Logs are written asynchronously: wait for the lines of both workers.
     const servedBy = () => new Set(lines.filter((line) => line.msg === 'request' && line.route === '/api/chat').map((line) => line.worker));
-    for (let waited = 0; waited < 3000 && servedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => servedBy().size === 2, 3000);
     assert.deepEqual([...servedBy()].sort(), [1, 2], 'both workers served chat requests');
   });
 
@@ -153,7 +158,7 @@ describe('WORKERS=2: several processes on one data directory', () => {
           .filter((line) => line.msg === 'request' && line.status === 401)
           .map((line) => line.worker),
       );
-    for (let waited = 0; waited < 3000 && refusedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => refusedBy().size === 2, 3000);
     assert.deepEqual([...refusedBy()].sort(), [1, 2]);
   });
 
@@ -187,7 +192,7 @@ describe('WORKERS=2: several processes on one data directory', () => {
         assert.equal(replay.split('\n\n').filter((frame) => frame.includes('event: delta')).length, whole);
         assert.ok(replay.includes('event: done'));
       }
-      for (let waited = 0; waited < 1000 && servedBy().size < 2; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+      await until(() => servedBy().size === 2, 1000);
     }
     assert.deepEqual([...servedBy()].sort(), [1, 2], 'both workers replayed the stream');
   });

@@ -76,7 +76,11 @@ async function all<T>(records: AsyncIterable<T>): Promise<T[]> {
 
 /** Every record of every kind on one engine. */
 async function dump(storage: LmdbStorage | RedisStorage): Promise<Record<string, unknown[]>> {
-  const stores = storesOn(storage, { sessionMaxTurns: 200, resumable: { maxBytes: 1024 * 1024, ttlSeconds: 600 } });
+  const stores = storesOn(storage, {
+    sessionMaxTurns: 200,
+    sessionCacheChars: 1024 * 1024,
+    resumable: { maxBytes: 1024 * 1024, ttlSeconds: 600 },
+  });
   const knowledge = createKnowledgeBase(loadConfig({}), storage, { threads: 0 });
   try {
     return {

@@ -7,6 +7,13 @@ export const DEFAULT_PLANS: Record<string, PlanConfig> = {
   pro: { quota: 2000, window_seconds: 86_400 },
 };
 
+/**
+ * MiB of decoded session turns each process keeps by default (`session_cache_mb`): the kept turns
+ * of about a thousand sessions of 200 short turns. Sessions in use at once beyond that are read
+ * from storage.
+ */
+export const SESSION_CACHE_MB = 48;
+
 export const DEFAULT_BASE_URL: Record<ModelConfig['provider'], string | undefined> = {
   openai: 'https://api.openai.com/v1',
   anthropic: 'https://api.anthropic.com',

@@ -7,6 +7,7 @@ import {
   DEFAULT_BASE_URL,
   DEFAULT_PLANS,
   NO_FALLBACKS,
+  SESSION_CACHE_MB,
   defaultMaxStreams,
   defaultSearchKeyEnv,
   defaultSearchUrl,
@@ -24,12 +25,6 @@ import {
   type PlanConfig,
   type StorageConfig,
 } from './types.js';
-
-/**
- * MiB of decoded session turns each process keeps by default: the kept turns of about a thousand
- * sessions of 200 short turns. Sessions in use at once beyond that are read from storage.
- */
-const SESSION_CACHE_MB = 48;
 
 /** The plans, with the anonymous and default plans checked against them. */
 function resolvePlans(file: ConfigFile): Pick<Config, 'plans' | 'anonymousPlan' | 'defaultPlan'> {

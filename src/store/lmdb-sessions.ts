@@ -11,6 +11,7 @@
  * turns dirtied the B-tree page they sat in beside the page the new ones went to.
  */
 import type { Database } from 'lmdb';
+import { SESSION_CACHE_MB } from '../config/defaults.js';
 import type { LmdbStorage } from './lmdb.js';
 import { entriesInPages } from './lmdb-pages.js';
 import { SessionTurnCache, type SessionVersion } from './session-turn-cache.js';
@@ -36,11 +37,10 @@ type MessageKey = [string, string, number];
 /** Sessions a listing reads at most before sorting by recency. */
 const LIST_SCAN_LIMIT = 1000;
 /**
- * Characters of decoded turns kept per process by default (about as many bytes for ASCII text;
- * the server sets it from `session_cache_mb`): enough for the kept turns of a thousand busy
- * sessions of short turns, so a working set read in turn stays cached.
+ * Characters of decoded turns kept per process when the caller gives no size (about as many bytes
+ * for ASCII text; the server gives `session_cache_mb`'s).
  */
-export const SESSION_CACHE_CHARS = 48 * 1024 * 1024;
+export const SESSION_CACHE_CHARS = SESSION_CACHE_MB * 1024 * 1024;
 
 /** The LMDB-backed session store; keeps at most `maxTurns` turns per session (oldest dropped first). */
 export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSession> {

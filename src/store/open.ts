@@ -50,8 +50,8 @@ export interface OpenedStorage {
 /** What the stores are bounded by (a config has it all). */
 export interface StoreLimits {
   sessionMaxTurns: number;
-  /** Characters of decoded turns the LMDB session store keeps per process (default SESSION_CACHE_CHARS). */
-  sessionCacheChars?: number;
+  /** Characters of decoded turns the LMDB session store keeps per process. */
+  sessionCacheChars: number;
   resumable: { maxBytes: number; ttlSeconds: number };
 }
 
