@@ -200,10 +200,11 @@ export async function startNodeHelper(
   script: string,
   args: string[],
   env?: NodeJS.ProcessEnv,
+  nodeFlags: string[] = [],
 ): Promise<{ child: Child; port: number }> {
   let resolvePort: (port: number) => void;
   const portReady = new Promise<number>((resolve) => (resolvePort = resolve));
-  const child = startChild(name, role, process.execPath, [join(BENCH_DIST, script), ...args], {
+  const child = startChild(name, role, process.execPath, [...nodeFlags, join(BENCH_DIST, script), ...args], {
     env,
     onLine: (line) => {
       if (line.startsWith('{"port":')) resolvePort(JSON.parse(line).port as number);

@@ -17,7 +17,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MOCK_MODEL_ID, startColloquy } from './colloquy.js';
-import { processTree, REPO_ROOT, round, startGatewayMock, stopAllChildren } from './harness.js';
+import { processTree, REPO_ROOT, round, scratchDir, startGatewayMock, startNodeHelper, stopAllChildren } from './harness.js';
 import { runAutocannon, type LoadResult } from './load.js';
 
 const WARM_UP_SECONDS = 3;
@@ -33,6 +33,8 @@ interface Shape {
   path?: string;
   /** Request bodies, sent in rotation. */
   bodies: string[];
+  /** Served by bench/bare-proxy.ts instead of the service (the references for the gateway rows), with its quota take or not. */
+  bare?: 'plain' | 'quota';
 }
 
 const SHAPES: Shape[] = [
@@ -57,6 +59,20 @@ const SHAPES: Shape[] = [
     upstream: true,
     path: '/v1/chat/completions',
     bodies: [JSON.stringify({ model: MOCK_MODEL_ID, messages: [{ role: 'user', content: 'Say something short.' }] })],
+  },
+  {
+    name: 'bare proxy (reference)',
+    rate: 4000,
+    upstream: true,
+    bare: 'plain',
+    bodies: [JSON.stringify({ message: 'Say something short.', model: MOCK_MODEL_ID })],
+  },
+  {
+    name: 'bare proxy + quota (ref.)',
+    rate: 4000,
+    upstream: true,
+    bare: 'quota',
+    bodies: [JSON.stringify({ message: 'Say something short.', model: MOCK_MODEL_ID })],
   },
 ];
 
@@ -103,7 +119,9 @@ async function measure(
   profileDir?: string,
 ): Promise<{ mainUs: number; allUs: number; requests: number }> {
   const mock = shape.upstream ? await startGatewayMock() : undefined;
-  const server = await startColloquy({ upstreamPort: mock?.port, cliPath, profileDir });
+  const server = shape.bare
+    ? await startBareProxy(mock?.port ?? 0, shape.bare === 'quota', profileDir)
+    : await startColloquy({ upstreamPort: mock?.port, cliPath, profileDir });
   try {
     await load(server.url, shape, WARM_UP_SECONDS);
     const before = ticksOf(server.pid);
@@ -121,6 +139,26 @@ async function measure(
     await server.stop();
     await mock?.child.stop();
   }
+}
+
+/** bench/bare-proxy.ts in front of the mock, with the handle `measure` needs. */
+async function startBareProxy(
+  upstreamPort: number,
+  quota: boolean,
+  profileDir?: string,
+): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const flags = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];
+  const data = quota ? scratchDir('bare-proxy') : undefined;
+  const args = ['--upstream', String(upstreamPort), ...(data ? ['--quota', data.path] : [])];
+  const { child, port } = await startNodeHelper('bare-proxy', 'server', 'bare-proxy.js', args, undefined, flags);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid,
+    stop: async () => {
+      await child.stop();
+      data?.remove();
+    },
+  };
 }
 
 function option(name: string): string | undefined {

@@ -7,7 +7,16 @@
  */
 import { existsSync } from 'node:fs';
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
-import { round, startGatewayMock, type Row, type RunOptions, type Scenario, type ScenarioResult } from './harness.js';
+import {
+  round,
+  scratchDir,
+  startGatewayMock,
+  startNodeHelper,
+  type Row,
+  type RunOptions,
+  type Scenario,
+  type ScenarioResult,
+} from './harness.js';
 import { compareSaturation, runFixedRate, type LoadRequest, type LoadResult } from './load.js';
 import type { MockStats } from './mock-upstream.js';
 import { skippedUnlessReady } from './scenario-builtin-chat.js';
@@ -26,6 +35,9 @@ const DEAD_PRIMARY = {
   cooldown_s: 3600,
 };
 const MESSAGE = 'Say hello to the benchmark.';
+/** The reference row: the barest proxy on the same libraries, not a goal. */
+const BARE_ROW = 'bare uWS + undici proxy (reference)';
+const BARE_QUOTA_ROW = 'bare proxy + LMDB quota take (reference)';
 
 /** Reads the mock's counters. */
 export async function mockStats(port: number): Promise<MockStats> {
@@ -90,6 +102,16 @@ export const gatewayOverheadScenario: Scenario = {
   async run(options: RunOptions): Promise<ScenarioResult> {
     const mock = await startGatewayMock();
     const server = await startColloquy({ upstreamPort: mock.port, profileDir: options.profileDir, extraModels: [DEAD_PRIMARY] });
+    // The floors: the same exchange through the barest uWS + undici proxy, pinned like the server,
+    // alone and with the service's quota take and usage record on LMDB.
+    const bare = await startNodeHelper('bare-proxy', 'server', 'bare-proxy.js', ['--upstream', String(mock.port)]);
+    const bareData = scratchDir('bare-proxy');
+    const bareQuota = await startNodeHelper('bare-proxy-quota', 'server', 'bare-proxy.js', [
+      '--upstream',
+      String(mock.port),
+      '--quota',
+      bareData.path,
+    ]);
     try {
       const targets = await gatewayTargets(server.url, mock.port);
       const skipped = skippedUnlessReady('POST /api/chat/ (openai provider)', targets.probeStatus, targets.probeBody);
@@ -102,12 +124,18 @@ export const gatewayOverheadScenario: Scenario = {
       await runFixedRate({ ...targets.direct, connections, durationSeconds: 1, rate: 1000 });
       await runFixedRate({ ...targets.gateway, connections, durationSeconds: options.quick ? 1 : 2, rate: 2000 });
       await runFixedRate({ ...targets.v1, connections, durationSeconds: 1, rate: 2000 });
+      const bareTarget = { ...targets.gateway, url: `http://127.0.0.1:${bare.port}/` };
+      const bareQuotaTarget = { ...targets.gateway, url: `http://127.0.0.1:${bareQuota.port}/` };
+      await runFixedRate({ ...bareTarget, connections, durationSeconds: 1, rate: 2000 });
+      await runFixedRate({ ...bareQuotaTarget, connections, durationSeconds: 1, rate: 2000 });
       // Saturation first: it also tells which fixed rate is half the gateway's capacity.
       const best = await compareSaturation(
         [
           { name: 'mock directly', request: { ...targets.direct, connections: 50, durationSeconds: seconds } },
           { name: 'through colloquy', request: { ...targets.gateway, connections: 50, durationSeconds: seconds } },
           { name: 'through colloquy /v1', request: { ...targets.v1, connections: 50, durationSeconds: seconds } },
+          { name: 'bare proxy', request: { ...bareTarget, connections: 50, durationSeconds: seconds } },
+          { name: 'bare proxy + quota', request: { ...bareQuotaTarget, connections: 50, durationSeconds: seconds } },
         ],
         options.quick ? 1 : 2,
         1,
@@ -115,6 +143,8 @@ export const gatewayOverheadScenario: Scenario = {
       const directMax = best.get('mock directly')!;
       const gatewayMax = best.get('through colloquy')!;
       const v1Max = best.get('through colloquy /v1')!;
+      const bareMax = best.get('bare proxy')!;
+      const bareQuotaMax = best.get('bare proxy + quota')!;
       const ratio = round(gatewayMax.rps / directMax.rps, 3);
       // Added latency at half the gateway's own saturation: the hop's cost when it is not queueing.
       const half = Math.max(100, Math.round(gatewayMax.rps / 2 / 100) * 100);
@@ -159,9 +189,14 @@ export const gatewayOverheadScenario: Scenario = {
         const direct = await runFixedRate({ ...targets.direct, connections, durationSeconds: seconds, rate });
         const gateway = await runFixedRate({ ...targets.gateway, connections, durationSeconds: seconds, rate });
         const v1 = await runFixedRate({ ...targets.v1, connections, durationSeconds: seconds, rate });
+        const floor = rate === 1000 ? await runFixedRate({ ...bareTarget, connections, durationSeconds: seconds, rate }) : undefined;
+        const floorQuota =
+          rate === 1000 ? await runFixedRate({ ...bareQuotaTarget, connections, durationSeconds: seconds, rate }) : undefined;
         rows.push(loadRow('mock directly', direct, { load: label }));
         rows.push(loadRow('through colloquy', gateway, { load: label, ...added(gateway, direct) }));
         rows.push(loadRow('through colloquy /v1', v1, { load: label, ...added(v1, direct) }));
+        if (floor) rows.push(loadRow(BARE_ROW, floor, { load: label, ...added(floor, direct) }));
+        if (floorQuota) rows.push(loadRow(BARE_QUOTA_ROW, floorQuota, { load: label, ...added(floorQuota, direct) }));
         if (rate === 1000 && label === '1000 req/s') {
           direct1k = direct;
           const extra50 = round(gateway.p50_ms - direct.p50_ms, 3);
@@ -180,6 +215,16 @@ export const gatewayOverheadScenario: Scenario = {
           load: 'saturation',
           ...added(v1Max, directMax),
           ratio: round(v1Max.rps / directMax.rps, 3),
+        }),
+      );
+      rows.push(
+        loadRow(BARE_ROW, bareMax, { load: 'saturation', ...added(bareMax, directMax), ratio: round(bareMax.rps / directMax.rps, 3) }),
+      );
+      rows.push(
+        loadRow(BARE_QUOTA_ROW, bareQuotaMax, {
+          load: 'saturation',
+          ...added(bareQuotaMax, directMax),
+          ratio: round(bareQuotaMax.rps / directMax.rps, 3),
         }),
       );
       goals.push({
@@ -235,12 +280,16 @@ export const gatewayOverheadScenario: Scenario = {
           `gateway asks the upstream for ${targets.upstreamStreams ? 'SSE (stream: true)' : 'one JSON body'}; the direct baseline asks for the same`,
           `fixed rates: open-loop generator (requests due at start + i/rate, released in 1 ms ticks, latency counted from the due time, up to 512 keep-alive connections); saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
           `mock upstream saw ${stats.requests} requests, ${stats.streams_closed_early} closed early`,
+          `${BARE_ROW}: bench/bare-proxy.ts, uWS and one undici Pool asking the mock for the same stream and answering JSON, with no quota, storage, validation, timeouts, logging or metrics (the part of the hop every gateway on these libraries pays); ${BARE_QUOTA_ROW}: the same with the service's own LMDB quota take (decided before the upstream request, durable before the reply) and usage record; Colloquy's saturation is ${round(gatewayMax.rps / bareMax.rps, 3)}× of the first and ${round(gatewayMax.rps / bareQuotaMax.rps, 3)}× of the second`,
           ...redis.notes,
           ...flushNotes,
         ],
       };
     } finally {
       await server.stop();
+      await bare.child.stop();
+      await bareQuota.child.stop();
+      bareData.remove();
       await mock.child.stop();
     }
   },
