@@ -262,17 +262,17 @@ class UwsContext implements HttpContext {
     // Status first: any header written before it fixes the status at 200, which is why a 200 needs
     // no status call at all (one native call less on every ordinary reply).
     if (status !== 200) this.response.writeStatus(statusLine(status));
-    if (headers === undefined || Object.isFrozen(headers)) {
-      this.response.writeHeader('Content-Type', headBlock(contentType, headers ?? NO_EXTRA_HEADERS));
-    } else {
-      this.response.writeHeader('Content-Type', headBlock(contentType, NO_EXTRA_HEADERS));
-      for (const name in headers) this.response.writeHeader(name, headers[name]!);
-    }
-    this.response.writeHeader('X-Request-Id', this.request.id);
+    // Every header goes out in one native call, as lines after Content-Type's value (the bytes on the
+    // wire are the same as one call per header, which costs about 0.2 µs each).
+    const frozen = headers === undefined || Object.isFrozen(headers);
+    let block = headBlock(contentType, frozen ? (headers ?? NO_EXTRA_HEADERS) : NO_EXTRA_HEADERS);
+    if (!frozen) for (const name in headers) block += `\r\n${name}: ${headers[name]}`;
+    block += `\r\nX-Request-Id: ${this.request.id}`;
     if (this.corsOrigin) {
       const cors = corsHeaders(this.corsOrigin);
-      for (const name in cors) this.response.writeHeader(name, cors[name]!);
+      for (const name in cors) block += `\r\n${name}: ${cors[name]}`;
     }
+    this.response.writeHeader('Content-Type', block);
   }
 
   private complete(): void {
