@@ -1,16 +1,28 @@
 /**
  * The benchmark tools measure what they claim: the mock upstream speaks the OpenAI wire format
  * well enough for the real `openai` provider, the SSE client decodes chunked SSE split anywhere
- * and times deltas, a disconnect reaches the mock as a closed request, and the open-loop
- * generator sends at its rate and counts non-2xx replies.
+ * and times deltas, a disconnect reaches the mock as a closed request, the open-loop
+ * generator sends at its rate and counts non-2xx replies, and the bare reference proxy relays the
+ * mock's answer and, with `--quota`, takes one durable quota unit and leaves one usage record per
+ * request in a real LMDB environment.
  */
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { startMock, type MockUpstream } from '../bench/mock-upstream.js';
 import { runOpenLoop } from '../bench/open-loop.js';
 import { SseStream } from '../bench/sse-client.js';
+import { LmdbStorage } from '../src/store/lmdb.js';
+import { LmdbQuotaCounters } from '../src/store/lmdb-quota.js';
+import { LmdbUsageStore } from '../src/store/lmdb-usage.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 
 let mock: MockUpstream;
@@ -153,5 +165,61 @@ describe('open-loop generator', () => {
     assert.equal(result.non2xx, 50);
     assert.ok(result.p50_ms >= 5, `p50 ${result.p50_ms} ms`);
     assert.ok(result.rps > 100 && result.rps <= 160, `rps ${result.rps}`);
+  });
+});
+
+describe('bare reference proxy', () => {
+  let proxy: ChildProcess;
+  let port: number;
+  let data: string;
+
+  before(async () => {
+    data = mkdtempSync(join(tmpdir(), 'colloquy-bare-proxy-'));
+    const script = fileURLToPath(new URL('../bench/bare-proxy.js', import.meta.url));
+    proxy = spawn(process.execPath, [script, '--upstream', String(mock.port), '--quota', data], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: proxy.stdout! });
+    const [line] = (await once(lines, 'line')) as [string];
+    port = (JSON.parse(line) as { port: number }).port;
+  });
+
+  after(async () => {
+    const exited = once(proxy, 'exit');
+    proxy.kill('SIGTERM');
+    await exited;
+    rmSync(data, { recursive: true, force: true });
+  });
+
+  test('relays the mock answer and takes one durable quota unit and one usage record per request', async () => {
+    for (let index = 0; index < 3; index += 1) {
+      const response = await fetch(`http://127.0.0.1:${port}/`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message: 'Hello [mock chunks=3 size=5]', model: 'mock-gpt' }),
+      });
+      assert.equal(response.status, 200);
+      assert.deepEqual(await response.json(), { reply: 'The quick brown' });
+    }
+    // The same LMDB environment, read from this process while the proxy runs.
+    const storage = new LmdbStorage(data);
+    try {
+      const counters = new LmdbQuotaCounters(storage);
+      // Each reply waited for its take to be durable: all three are counted already.
+      const taken = await counters.used('anonymous:127.0.0.1', { start: 0, lengthMs: 3_600_000 });
+      assert.equal(taken.used, 3);
+      // Usage records ride the next take's commit or go after a few milliseconds.
+      const usage = new LmdbUsageStore(storage);
+      let records = 0;
+      for (let attempt = 0; attempt < 50 && records < 3; attempt += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        records = 0;
+        for await (const record of usage.range(0, Date.now() + 1000, 'anonymous:127.0.0.1')) {
+          assert.equal(record.model, 'mock-gpt');
+          records += 1;
+        }
+      }
+      assert.equal(records, 3);
+    } finally {
+      await storage.close();
+    }
   });
 });
