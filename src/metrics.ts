@@ -16,36 +16,39 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 const REQUEST_LABELS = ['method', 'route', 'status'] as const;
 type RequestLabels = Record<(typeof REQUEST_LABELS)[number], string>;
 
-/** One (method, route, status) series of the request metrics: a count, a latency sum and per-bucket counts. */
-export class RequestSeries {
+/** One labelled series of a histogram kept here: a count, a sum and per-bucket counts. */
+export class HistogramSeries<Labels extends Readonly<Record<string, string>> = Readonly<Record<string, string>>> {
   count = 0;
-  /** The part of `count` already handed to the prom-client counter. */
+  /** The part of `count` already handed to a prom-client counter fed from this series (the request metrics). */
   exported = 0;
   sum = 0;
   /** Observations per bucket, not cumulative; the last slot holds those above the highest bound. */
   readonly perBucket: Float64Array;
 
   constructor(
-    readonly labels: Readonly<RequestLabels>,
+    readonly labels: Labels,
     private readonly bounds: readonly number[],
   ) {
     this.perBucket = new Float64Array(bounds.length + 1);
   }
 
-  /** Records one finished request that took `seconds`. */
-  record(seconds: number): void {
+  /** Records one observation. */
+  record(value: number): void {
     this.count += 1;
-    this.sum += seconds;
+    this.sum += value;
     const bounds = this.bounds;
     let index = 0;
     // A value on a bound counts in that bound's bucket (`le`), as prom-client counts it.
-    while (index < bounds.length && seconds > bounds[index]!) index += 1;
+    while (index < bounds.length && value > bounds[index]!) index += 1;
     this.perBucket[index]! += 1;
   }
 }
 
+/** One (method, route, status) series of the request metrics. */
+export type RequestSeries = HistogramSeries<Readonly<RequestLabels>>;
+
 /** One exported sample, as prom-client's histogram hands it to the registry (series labels apart from `le`). */
-type HistogramSample = MetricValueWithName<string> & { sharedLabels: Readonly<RequestLabels>; exemplar?: null };
+type HistogramSample = MetricValueWithName<string> & { sharedLabels: Readonly<Record<string, string>>; exemplar?: null };
 
 /** What a metric's get() gives the registry (prom-client's typings declare `type` as a numeric enum, the code uses names). */
 interface ExportedMetric<Sample> {
@@ -57,12 +60,12 @@ interface ExportedMetric<Sample> {
 }
 
 /**
- * The request-latency histogram, exported in prom-client's histogram shape (the registry formats
- * it exactly as it formats a Histogram) but fed by RequestSeries: prom-client's own observe
+ * A histogram exported in prom-client's histogram shape (the registry formats it exactly as it
+ * formats a Histogram) but fed by HistogramSeries found by the caller: prom-client's own observe
  * validates and hashes the label set and finds the bucket through string keys on every call, about
  * 1.5 µs a request, which showed in the /health profile.
  */
-class RequestDurationHistogram {
+class SeriesHistogram {
   readonly type = 'histogram' as const;
   readonly aggregator = 'sum' as const;
 
@@ -70,7 +73,9 @@ class RequestDurationHistogram {
     readonly name: string,
     readonly help: string,
     private readonly bounds: readonly number[],
-    private readonly series: readonly RequestSeries[],
+    private readonly series: readonly HistogramSeries[],
+    /** The registry's resetMetrics: the owner zeroes or drops its series. */
+    readonly reset: () => void,
   ) {}
 
   /** Samples with the series labels kept apart (what the registry's text output reads). */
@@ -106,15 +111,110 @@ class RequestDurationHistogram {
       values: data.values.map(({ sharedLabels, labels, ...sample }) => ({ ...sample, labels: { ...labels, ...sharedLabels } })),
     };
   }
+}
 
-  /** Zeroes every series (the registry's resetMetrics; the counter, reset beside it, then restarts from zero too). */
-  reset(): void {
-    for (const series of this.series) {
-      series.count = 0;
-      series.exported = 0;
-      series.sum = 0;
-      series.perBucket.fill(0);
+/** The series key of a label set: its values in the label names' order. */
+function seriesKey<Name extends string>(names: readonly Name[], labels: Readonly<Record<Name, string>>): string {
+  let key = labels[names[0]!];
+  for (let index = 1; index < names.length; index += 1) key += `\u0000${labels[names[index]!]}`;
+  return key;
+}
+
+/**
+ * A labelled histogram on the hot path (time to first token, upstream duration): observe() finds
+ * its series by the label values in one map lookup and counts the bucket in place; the registry
+ * reads the series when scraped (SeriesHistogram).
+ */
+export class LabelledHistogram<Name extends string> {
+  private readonly byKey = new Map<string, HistogramSeries>();
+  private readonly all: HistogramSeries[] = [];
+  private readonly labelNames: readonly Name[];
+  private readonly buckets: readonly number[];
+
+  constructor(registry: Registry, options: { name: string; help: string; labelNames: readonly Name[]; buckets: readonly number[] }) {
+    this.labelNames = options.labelNames;
+    this.buckets = options.buckets;
+    const reset = () => {
+      this.byKey.clear();
+      this.all.length = 0;
+    };
+    // The registry takes any object with prom-client's metric methods (name, get, reset).
+    registry.registerMetric(new SeriesHistogram(options.name, options.help, options.buckets, this.all, reset) as unknown as Metric);
+  }
+
+  observe(labels: Readonly<Record<Name, string>>, value: number): void {
+    const key = seriesKey(this.labelNames, labels);
+    let series = this.byKey.get(key);
+    if (!series) {
+      const own: Record<string, string> = {};
+      for (const name of this.labelNames) own[name] = labels[name];
+      series = new HistogramSeries(own, this.buckets);
+      this.byKey.set(key, series);
+      this.all.push(series);
     }
+    series.record(value);
+  }
+}
+
+/** One label set of a LabelledCounter: what was counted, and how much of it prom-client has. */
+interface CounterSeries {
+  labels: Readonly<Record<string, string>>;
+  count: number;
+  exported: number;
+}
+
+/** prom-client's counter fed from CounterSeries: each scrape hands it what was counted since the last one. */
+class SeriesCounter<Name extends string> extends Counter<Name> {
+  constructor(
+    private readonly byKey: ReadonlyMap<string, CounterSeries>,
+    configuration: { name: string; help: string; labelNames: readonly Name[]; registers: Registry[] },
+  ) {
+    super({
+      ...configuration,
+      collect() {
+        for (const series of byKey.values()) {
+          if (series.count === series.exported) continue;
+          this.inc(series.labels as Partial<Record<Name, string>>, series.count - series.exported);
+          series.exported = series.count;
+        }
+      },
+    });
+  }
+
+  /** The registry's resetMetrics: what was counted here restarts from zero too. */
+  override reset(): void {
+    // prom-client's constructor resets too, before this class's fields are set.
+    const byKey = this.byKey as ReadonlyMap<string, CounterSeries> | undefined;
+    if (byKey) for (const series of byKey.values()) series.exported = series.count;
+    super.reset();
+  }
+}
+
+/**
+ * A labelled counter on the hot path (quota units, output tokens, model attempts): inc() adds to
+ * its series found by the label values in one map lookup; each scrape hands prom-client's counter
+ * what was counted since the last one, as the request counter does, so the exposition is
+ * prom-client's own.
+ */
+export class LabelledCounter<Name extends string> {
+  private readonly byKey = new Map<string, CounterSeries>();
+  private readonly labelNames: readonly Name[];
+
+  constructor(registry: Registry, options: { name: string; help: string; labelNames: readonly Name[] }) {
+    this.labelNames = options.labelNames;
+    new SeriesCounter(this.byKey, { ...options, registers: [registry] });
+  }
+
+  inc(labels: Readonly<Record<Name, string>>, value = 1): void {
+    const key = seriesKey(this.labelNames, labels);
+    let series = this.byKey.get(key);
+    if (!series) {
+      const own: Record<string, string> = {};
+      for (const name of this.labelNames) own[name] = labels[name];
+      series = { labels: own, count: 0, exported: 0 };
+      this.byKey.set(key, series);
+    }
+    series.count += value;
   }
 }
 
@@ -139,11 +239,22 @@ export class HttpRequestMetrics {
         }
       },
     });
-    const duration = new RequestDurationHistogram(
+    // The series stay (this class keeps them by route): a reset zeroes them, and the counter, reset
+    // beside it, then restarts from zero too.
+    const reset = () => {
+      for (const series of all) {
+        series.count = 0;
+        series.exported = 0;
+        series.sum = 0;
+        series.perBucket.fill(0);
+      }
+    };
+    const duration = new SeriesHistogram(
       'colloquy_http_request_duration_seconds',
       'Time from request to the end of the response, by route template and status.',
       LATENCY_BUCKETS,
       all,
+      reset,
     );
     // The registry takes any object with prom-client's metric methods (name, get, reset).
     registry.registerMetric(duration as unknown as Metric);
@@ -163,7 +274,7 @@ export class HttpRequestMetrics {
     }
     let series = byStatus.get(status);
     if (!series) {
-      series = new RequestSeries({ method, route, status: String(status) }, LATENCY_BUCKETS);
+      series = new HistogramSeries({ method, route, status: String(status) }, LATENCY_BUCKETS);
       byStatus.set(status, series);
       this.all.push(series);
     }
@@ -182,18 +293,16 @@ export function createMetrics() {
     registry,
     /** Request count and latency (`colloquy_http_requests_total`, `colloquy_http_request_duration_seconds`). */
     httpRequests: new HttpRequestMetrics(registry),
-    timeToFirstToken: new Histogram({
+    timeToFirstToken: new LabelledHistogram(registry, {
       name: 'colloquy_time_to_first_token_seconds',
       help: 'Time from accepting a chat request to its first answer or thinking delta, by provider.',
       labelNames: ['provider'] as const,
       buckets: LATENCY_BUCKETS,
-      registers: [registry],
     }),
-    outputTokens: new Counter({
+    outputTokens: new LabelledCounter(registry, {
       name: 'colloquy_output_tokens_total',
       help: 'Output tokens generated, by provider.',
       labelNames: ['provider'] as const,
-      registers: [registry],
     }),
     activeStreams: new Gauge({
       name: 'colloquy_active_streams',
@@ -205,11 +314,10 @@ export function createMetrics() {
       help: 'Times a streamed response waited for a slow client to drain.',
       registers: [registry],
     }),
-    quotaUnits: new Counter({
+    quotaUnits: new LabelledCounter(registry, {
       name: 'colloquy_quota_units_total',
       help: 'Quota units taken by admitted requests, by plan (a refund after an upstream failure is not subtracted).',
       labelNames: ['plan'] as const,
-      registers: [registry],
     }),
     quotaRefusals: new Counter({
       name: 'colloquy_quota_refusals_total',
@@ -217,12 +325,11 @@ export function createMetrics() {
       labelNames: ['plan'] as const,
       registers: [registry],
     }),
-    upstreamDuration: new Histogram({
+    upstreamDuration: new LabelledHistogram(registry, {
       name: 'colloquy_upstream_duration_seconds',
       help: 'Upstream call duration (request to end of stream), by provider and outcome.',
       labelNames: ['provider', 'outcome'] as const,
       buckets: LATENCY_BUCKETS,
-      registers: [registry],
     }),
     upstreamErrors: new Counter({
       name: 'colloquy_upstream_errors_total',
@@ -230,11 +337,10 @@ export function createMetrics() {
       labelNames: ['provider', 'code'] as const,
       registers: [registry],
     }),
-    modelAttempts: new Counter({
+    modelAttempts: new LabelledCounter(registry, {
       name: 'colloquy_model_attempts_total',
       help: 'Chat attempts by configured model and outcome (ok, failed before answering, skipped while cooling down).',
       labelNames: ['model', 'outcome'] as const,
-      registers: [registry],
     }),
     fallbacks: new Counter({
       name: 'colloquy_fallbacks_total',
