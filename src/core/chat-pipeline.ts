@@ -6,6 +6,7 @@
  * end the sequence with one `error` event. When the signal aborts, the sequence just stops.
  */
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
+import { isoTime } from '../domain/iso-time.js';
 import { ApiError, ServerShutdown, toApiError } from '../errors.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
@@ -29,9 +30,7 @@ export class ChatPipeline {
       await this.refund(job);
       return;
     }
-    const newTurn: SessionMessage[] = job.given
-      ? job.given.turn
-      : [{ role: 'user', content: request.message, timestamp: new Date().toISOString() }];
+    const newTurn: SessionMessage[] = job.given ? job.given.turn : [{ role: 'user', content: request.message, timestamp: isoTime() }];
     const answer = new AnswerRecord(request.session_id !== undefined);
     let settled = false;
     // The token budget is settled exactly once: on the real usage, on what was produced, or refunded.
@@ -69,7 +68,7 @@ export class ChatPipeline {
           type: 'done',
           finishReason: generated.finishReason,
           usage: generated.usage,
-          timestamp: new Date().toISOString(),
+          timestamp: isoTime(),
           model: generated.model,
           attempts: generated.attempts,
           quota,

@@ -3,6 +3,7 @@
  * the last answer) and the reply are appended to the caller's session. A reply cut short (client
  * gone, upstream failed) is stored too, marked incomplete.
  */
+import { isoTime } from '../domain/iso-time.js';
 import type { ToolCall } from '../domain/types.js';
 import type { SessionMessage } from '../store/types.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
@@ -23,7 +24,7 @@ export async function persistTurn(
 ): Promise<void> {
   const sessionId = job.request.session_id;
   if (sessionId === undefined) return;
-  const reply: SessionMessage = { role: 'assistant', content: answer.text, timestamp: new Date().toISOString() };
+  const reply: SessionMessage = { role: 'assistant', content: answer.text, timestamp: isoTime() };
   if (answer.toolCalls.length > 0) {
     reply.tool_calls = answer.toolCalls.map((call) => ({
       id: call.id,

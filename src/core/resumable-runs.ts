@@ -6,6 +6,7 @@
  * the routes encode what a follower reads.
  */
 import { randomBytes } from 'node:crypto';
+import { isoTime } from '../domain/iso-time.js';
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { ServerShutdown } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -173,7 +174,7 @@ export class ResumableRun {
             type: 'done',
             finishReason: 'cancelled',
             usage: { input_tokens: 0, output_tokens: 0 },
-            timestamp: new Date().toISOString(),
+            timestamp: isoTime(),
             model: start.model,
             attempts: [],
             quota: start.quota,

@@ -45,11 +45,22 @@ export function createQuotaService(
     return { name: config.defaultPlan, config: config.plans[config.defaultPlan]! };
   };
 
+  // A window's end is the same for every request in it: its text is formatted once.
+  let lastEnd = Number.NaN;
+  let lastReset = '';
+  const resetText = (end: number): string => {
+    if (end !== lastEnd) {
+      lastReset = new Date(end).toISOString();
+      lastEnd = end;
+    }
+    return lastReset;
+  };
+
   const stamp = (planName: string, limit: number, used: number, end: number, now: number): QuotaStamp => ({
     plan: planName,
     limit,
     remaining: Math.max(0, limit - used),
-    reset: new Date(end).toISOString(),
+    reset: resetText(end),
     resetSeconds: Math.max(1, Math.ceil((end - now) / 1000)),
   });
 

@@ -7,6 +7,7 @@
 import * as v from 'valibot';
 import type { GivenConversation } from '../core/chat-job.js';
 import { type ChatRequest, chatFields } from '../core/chat-request.js';
+import { isoTime } from '../domain/iso-time.js';
 import { ApiError } from '../errors.js';
 import type { GenerationOptions, ImageInput, ProviderMessage, ToolChoice } from '../providers/types.js';
 import type { SessionMessage } from '../store/types.js';
@@ -175,7 +176,7 @@ function providerMessage(message: Message): ProviderMessage {
 
 /** What a session records of this request: the messages after the last assistant turn (user messages and tool results). */
 function newTurn(messages: readonly ProviderMessage[]): SessionMessage[] {
-  const timestamp = new Date().toISOString();
+  const timestamp = isoTime();
   const turn: SessionMessage[] = [];
   for (let at = messages.length - 1; at >= 0; at--) {
     const message = messages[at];

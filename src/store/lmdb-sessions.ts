@@ -12,6 +12,7 @@
  */
 import type { Database } from 'lmdb';
 import { SESSION_CACHE_MB } from '../config/defaults.js';
+import { isoTime } from '../domain/iso-time.js';
 import type { LmdbStorage } from './lmdb.js';
 import { entriesInPages } from './lmdb-pages.js';
 import { SessionTurnCache, type SessionVersion } from './session-turn-cache.js';
@@ -90,7 +91,7 @@ export class LmdbSessionStore implements SessionStore, RecordTransfer<ExportedSe
     // Turns beyond the cap would be trimmed at once; never write them.
     const kept = turns.length > this.maxTurns ? turns.slice(turns.length - this.maxTurns) : turns;
     const skipped = turns.length - kept.length;
-    const now = new Date().toISOString();
+    const now = isoTime();
     const written: SessionMessage[] = [];
     let before: SessionMeta | undefined;
     let after: SessionMeta | undefined;
