@@ -153,8 +153,12 @@ describe('resumable streams', () => {
     const first = await startStream({ message: 'a long answer' });
     const frames = await readUntil(first, (seen) => seen.some((frame) => frame.event === 'done'));
     const streamId: string = frames[0]?.data.stream_id;
-    const old = parseSse(await (await resume(streamId, `${streamId}:2`)).text());
-    assert.equal(old.length, 1);
+    const oldResponse = await resume(streamId, `${streamId}:2`);
+    const oldText = await oldResponse.text();
+    // The status and body say what went wrong if this ever fails (seen once, on Redis, in a CI run).
+    assert.equal(oldResponse.status, 200, oldText);
+    const old = parseSse(oldText);
+    assert.equal(old.length, 1, oldText);
     assert.equal(old[0]?.event, 'error');
     assert.equal(old[0]?.data.error.code, 'stream_expired');
     // A resume inside the kept window still works.
