@@ -113,29 +113,93 @@ class SeriesHistogram {
   }
 }
 
-/** The series key of a label set: its values in the label names' order. */
-function seriesKey<Name extends string>(names: readonly Name[], labels: Readonly<Record<Name, string>>): string {
-  let key = labels[names[0]!];
-  for (let index = 1; index < names.length; index += 1) key += `\u0000${labels[names[index]!]}`;
-  return key;
+/** What a counter fed from series reads of each: its labels, what was counted, and how much of it prom-client has. */
+interface CountedSeries {
+  readonly labels: Readonly<Record<string, string>>;
+  count: number;
+  exported: number;
+}
+
+/**
+ * prom-client's counter fed from series counted elsewhere (the request metrics, LabelledCounter):
+ * each scrape hands it what was counted since the last one, so the exposition is prom-client's own.
+ */
+class SeriesCounter<Name extends string> extends Counter<Name> {
+  constructor(
+    private readonly series: Iterable<CountedSeries>,
+    configuration: { name: string; help: string; labelNames: readonly Name[]; registers: Registry[] },
+  ) {
+    super({
+      ...configuration,
+      collect() {
+        for (const one of series) {
+          if (one.count === one.exported) continue;
+          this.inc(one.labels as Partial<Record<Name, string>>, one.count - one.exported);
+          one.exported = one.count;
+        }
+      },
+    });
+  }
+
+  /** The registry's resetMetrics: what was counted before it is not handed over any more. */
+  override reset(): void {
+    // prom-client's constructor resets too, before this class's fields are set.
+    const series = this.series as Iterable<CountedSeries> | undefined;
+    if (series) for (const one of series) one.exported = one.count;
+    super.reset();
+  }
+}
+
+/** Series found by their label values in one map lookup (the key: the values in the label names' order). */
+class SeriesByLabels<Name extends string, Series> {
+  private readonly byKey = new Map<string, Series>();
+
+  constructor(
+    private readonly labelNames: readonly Name[],
+    private readonly create: (labels: Readonly<Record<string, string>>) => Series,
+  ) {}
+
+  get(labels: Readonly<Record<Name, string>>): Series {
+    const names = this.labelNames;
+    let key = labels[names[0]!];
+    for (let index = 1; index < names.length; index += 1) key += `\u0000${labels[names[index]!]}`;
+    let series = this.byKey.get(key);
+    if (series === undefined) {
+      // A copy of the label set: the caller's object may carry more, or change.
+      const own: Record<string, string> = {};
+      for (const name of names) own[name] = labels[name];
+      series = this.create(own);
+      this.byKey.set(key, series);
+    }
+    return series;
+  }
+
+  values(): IterableIterator<Series> {
+    return this.byKey.values();
+  }
+
+  clear(): void {
+    this.byKey.clear();
+  }
 }
 
 /**
  * A labelled histogram on the hot path (time to first token, upstream duration): observe() finds
- * its series by the label values in one map lookup and counts the bucket in place; the registry
- * reads the series when scraped (SeriesHistogram).
+ * its series by the label values and counts the bucket in place; the registry reads the series
+ * when scraped (SeriesHistogram).
  */
 export class LabelledHistogram<Name extends string> {
-  private readonly byKey = new Map<string, HistogramSeries>();
   private readonly all: HistogramSeries[] = [];
-  private readonly labelNames: readonly Name[];
-  private readonly buckets: readonly number[];
+  private readonly series: SeriesByLabels<Name, HistogramSeries>;
 
   constructor(registry: Registry, options: { name: string; help: string; labelNames: readonly Name[]; buckets: readonly number[] }) {
-    this.labelNames = options.labelNames;
-    this.buckets = options.buckets;
+    this.series = new SeriesByLabels(options.labelNames, (labels) => {
+      const series = new HistogramSeries(labels, options.buckets);
+      this.all.push(series);
+      return series;
+    });
     const reset = () => {
-      this.byKey.clear();
+      this.series.clear();
       this.all.length = 0;
     };
     // The registry takes any object with prom-client's metric methods (name, get, reset).
@@ -143,78 +207,26 @@ export class LabelledHistogram<Name extends string> {
   }
 
   observe(labels: Readonly<Record<Name, string>>, value: number): void {
-    const key = seriesKey(this.labelNames, labels);
-    let series = this.byKey.get(key);
-    if (!series) {
-      const own: Record<string, string> = {};
-      for (const name of this.labelNames) own[name] = labels[name];
-      series = new HistogramSeries(own, this.buckets);
-      this.byKey.set(key, series);
-      this.all.push(series);
-    }
-    series.record(value);
-  }
-}
-
-/** One label set of a LabelledCounter: what was counted, and how much of it prom-client has. */
-interface CounterSeries {
-  labels: Readonly<Record<string, string>>;
-  count: number;
-  exported: number;
-}
-
-/** prom-client's counter fed from CounterSeries: each scrape hands it what was counted since the last one. */
-class SeriesCounter<Name extends string> extends Counter<Name> {
-  constructor(
-    private readonly byKey: ReadonlyMap<string, CounterSeries>,
-    configuration: { name: string; help: string; labelNames: readonly Name[]; registers: Registry[] },
-  ) {
-    super({
-      ...configuration,
-      collect() {
-        for (const series of byKey.values()) {
-          if (series.count === series.exported) continue;
-          this.inc(series.labels as Partial<Record<Name, string>>, series.count - series.exported);
-          series.exported = series.count;
-        }
-      },
-    });
-  }
-
-  /** The registry's resetMetrics: what was counted here restarts from zero too. */
-  override reset(): void {
-    // prom-client's constructor resets too, before this class's fields are set.
-    const byKey = this.byKey as ReadonlyMap<string, CounterSeries> | undefined;
-    if (byKey) for (const series of byKey.values()) series.exported = series.count;
-    super.reset();
+    this.series.get(labels).record(value);
   }
 }
 
 /**
  * A labelled counter on the hot path (quota units, output tokens, model attempts): inc() adds to
- * its series found by the label values in one map lookup; each scrape hands prom-client's counter
- * what was counted since the last one, as the request counter does, so the exposition is
- * prom-client's own.
+ * its series found by the label values; prom-client's counter gets the counts when scraped
+ * (SeriesCounter), as the request counter does.
  */
 export class LabelledCounter<Name extends string> {
-  private readonly byKey = new Map<string, CounterSeries>();
-  private readonly labelNames: readonly Name[];
+  private readonly series: SeriesByLabels<Name, CountedSeries>;
 
   constructor(registry: Registry, options: { name: string; help: string; labelNames: readonly Name[] }) {
-    this.labelNames = options.labelNames;
-    new SeriesCounter(this.byKey, { ...options, registers: [registry] });
+    this.series = new SeriesByLabels(options.labelNames, (labels) => ({ labels, count: 0, exported: 0 }));
+    const series = this.series;
+    new SeriesCounter({ [Symbol.iterator]: () => series.values() }, { ...options, registers: [registry] });
   }
 
   inc(labels: Readonly<Record<Name, string>>, value = 1): void {
-    const key = seriesKey(this.labelNames, labels);
-    let series = this.byKey.get(key);
-    if (!series) {
-      const own: Record<string, string> = {};
-      for (const name of this.labelNames) own[name] = labels[name];
-      series = { labels: own, count: 0, exported: 0 };
-      this.byKey.set(key, series);
-    }
-    series.count += value;
+    this.series.get(labels).count += value;
   }
 }
 
@@ -225,19 +237,12 @@ export class HttpRequestMetrics {
 
   constructor(registry: Registry) {
     const all = this.all;
-    new Counter({
+    // Counted in the request series; each scrape hands over what was counted since the last one.
+    new SeriesCounter(all, {
       name: 'colloquy_http_requests_total',
       help: 'HTTP requests by method, route template and status.',
       labelNames: REQUEST_LABELS,
       registers: [registry],
-      // Counted in RequestSeries; each scrape hands over what was counted since the last one.
-      collect() {
-        for (const series of all) {
-          if (series.count === series.exported) continue;
-          this.inc(series.labels, series.count - series.exported);
-          series.exported = series.count;
-        }
-      },
     });
     // The series stay (this class keeps them by route): a reset zeroes them, and the counter, reset
     // beside it, then restarts from zero too.
