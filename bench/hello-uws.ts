@@ -3,6 +3,7 @@
  * "Hello World!"), same binding and same Node as the service. Prints `{"port":N}` once listening.
  */
 import uWS from '@trufflesuite/uws-js-unofficial';
+import { listenAndReport } from './reference-server.js';
 
 const requested = Number(process.argv[2] ?? 0);
 const app = uWS.App();
@@ -10,12 +11,4 @@ app.any('/*', (response) => {
   response.writeHeader('Content-Type', 'text/plain');
   response.end('Hello World!');
 });
-app.listen('127.0.0.1', requested, (socket) => {
-  if (!socket) {
-    process.stderr.write(`hello-uws: cannot listen on ${requested}\n`);
-    process.exit(1);
-  }
-  process.stdout.write(`${JSON.stringify({ port: uWS.us_socket_local_port(socket) })}\n`);
-});
-process.once('SIGTERM', () => process.exit(0));
-process.once('SIGINT', () => process.exit(0));
+listenAndReport(app, 'hello-uws', requested);
