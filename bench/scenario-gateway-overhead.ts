@@ -280,7 +280,7 @@ export const gatewayOverheadScenario: Scenario = {
           `gateway asks the upstream for ${targets.upstreamStreams ? 'SSE (stream: true)' : 'one JSON body'}; the direct baseline asks for the same`,
           `fixed rates: open-loop generator (requests due at start + i/rate, released in 1 ms ticks, latency counted from the due time, up to 512 keep-alive connections); saturation: ${direct.tool}, 50 connections; throughput ratio ${ratio}×`,
           `mock upstream saw ${stats.requests} requests, ${stats.streams_closed_early} closed early`,
-          `${BARE_ROW}: bench/bare-proxy.ts, uWS and one undici Pool asking the mock for the same stream and answering JSON, with no quota, storage, validation, timeouts, logging or metrics (the part of the hop every gateway on these libraries pays); ${BARE_QUOTA_ROW}: the same with the service's own LMDB quota take (decided before the upstream request, durable before the reply) and usage record; Colloquy's saturation is ${round(gatewayMax.rps / bareMax.rps, 3)}× of the first and ${round(gatewayMax.rps / bareQuotaMax.rps, 3)}× of the second`,
+          `${BARE_ROW}: bench/bare-proxy.ts, uWS and one undici Pool asking the mock for the same stream (parsed with eventsource-parser) and answering JSON, with no quota, storage, validation, timeouts, logging or metrics (the part of the hop every gateway on these libraries pays); ${BARE_QUOTA_ROW}: the same with the service's own LMDB quota take (decided before the upstream request, durable before the reply) and usage record; Colloquy's saturation is ${round(gatewayMax.rps / bareMax.rps, 3)}× of the first and ${round(gatewayMax.rps / bareQuotaMax.rps, 3)}× of the second`,
           ...redis.notes,
           ...flushNotes,
         ],
