@@ -92,7 +92,7 @@ describe('the segmented knowledge-base index', () => {
     await close(index);
   });
 
-  it('writes a segment of many terms in transactions of at most 2,000 terms, with a turn of the event loop between them', async () => {
+  it('writes a segment of many terms in transactions of bounded size, with a turn of the event loop between them', async () => {
     // Distinct terms, each in one chunk: their blocks are tiny, so only the term count bounds a slice.
     const transactionsFor = async (terms: number) => {
       const index = openIndex();
@@ -105,8 +105,44 @@ describe('the segmented knowledge-base index', () => {
     };
     const few = await transactionsFor(2_000);
     const many = await transactionsFor(10_000);
-    // Four more slices of 2,000 terms: each one transaction of pages and one of document frequencies.
-    assert.ok(many - few >= 8, `transactions: ${few} for 2,000 terms, ${many} for 10,000`);
+    // 8,000 more terms: four more slices of pages (2,000 terms each) and sixteen more of document
+    // frequencies (500 each).
+    assert.ok(many - few >= 20, `transactions: ${few} for 2,000 terms, ${many} for 10,000`);
+  });
+
+  it('updates document frequencies at most 500 terms per event-loop turn, however slow the commits', async () => {
+    const index = openIndex();
+    const words = Array.from({ length: 6_000 }, (_, number) => `d${number.toString(36)}x`);
+    // The loop's turns, counted by an immediate that renews itself; each document-frequency put is
+    // recorded with the turn it ran in. lmdb-js runs every transaction callback queued before a
+    // batch in that batch, in one turn: slices queued faster than the disk commits would share one.
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn += 1;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const perTurn = new Map<number, number>();
+    const prototype = Object.getPrototypeOf(index.storage.root.openDB({ name: 'rag-df' })) as { put: (...args: unknown[]) => unknown };
+    const put = prototype.put;
+    prototype.put = function (this: { name?: string }, ...args: unknown[]) {
+      if (this.name === 'rag-df') perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+      return put.apply(this, args);
+    };
+    try {
+      await index.knowledge.add({ title: 'many terms', text: words.join(' ') });
+    } finally {
+      prototype.put = put;
+      ticking = false;
+    }
+    const counts = [...perTurn.values()];
+    assert.equal(
+      counts.reduce((sum, count) => sum + count, 0),
+      words.length,
+    );
+    assert.ok(Math.max(...counts) <= 500, `document-frequency puts per turn: ${counts.join(', ')}`);
+    await close(index);
   });
 
   it('keeps BM25 scores and statistics exact through deletes, replacements and merges', async () => {

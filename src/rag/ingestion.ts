@@ -33,6 +33,13 @@ import { copyTermBlock, type DocumentToWrite, planSegment, type SegmentPlan } fr
 const SLICE_WRITES = 2000;
 /** Bytes of values written per transaction while a segment is built. */
 const SLICE_BYTES = 256 * 1024;
+/**
+ * Terms whose document frequency one transaction updates (a read and a write each, on the main
+ * thread inside the transaction's callback: about 2-3 ms of the event loop per slice).
+ */
+const DF_SLICE_TERMS = 500;
+
+function noop(): void {}
 
 export type { DocumentToWrite } from './segment-plan.js';
 
@@ -98,26 +105,37 @@ export class IndexWriter {
       // Document frequencies go in slices too: readers subtract a building segment's applied share
       // (pendingFrequencies), so the figures they see stay exact throughout.
       // Each slice is an asynchronous transaction: its callback runs on the main thread, its commit
-      // on lmdb-js's write thread. One is queued per event turn (so each is its own transaction)
-      // without waiting for the previous commit: lmdb-js runs them in order, and the write thread
-      // commits one while the main thread runs the next one's callback.
+      // on lmdb-js's write thread. lmdb-js runs every callback queued before a batch starts in that
+      // batch, in one event-loop turn, so the next slice is queued only once the one before it ran:
+      // a batch then holds one slice, and the write thread still commits a slice while the main
+      // thread goes on (the next slice's callback runs in the batch after).
       const { df, segments } = this.databases;
       const applied: Promise<unknown>[] = [];
-      for (let from = 0; from < plan.terms.length; from += SLICE_WRITES) {
-        const to = Math.min(plan.terms.length, from + SLICE_WRITES);
-        if (from > 0) await yieldBetween();
-        applied.push(
-          this.asyncTransaction(() => {
-            const record = segments.get(segment);
-            if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
-            for (let index = from; index < to; index += 1) {
-              const term = plan.terms[index] as string;
-              df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
-            }
-            this.counters.keys += to - from;
-            segments.put(segment, { ...record, df_applied: to });
-          }),
-        );
+      let previousRan: Promise<unknown> = Promise.resolve();
+      for (let from = 0; from < plan.terms.length; from += DF_SLICE_TERMS) {
+        const to = Math.min(plan.terms.length, from + DF_SLICE_TERMS);
+        if (from > 0) {
+          await previousRan;
+          await yieldBetween();
+        }
+        let ran!: () => void;
+        const callbackRan = new Promise<void>((resolve) => {
+          ran = resolve;
+        });
+        const committed = this.asyncTransaction(() => {
+          ran();
+          const record = segments.get(segment);
+          if (record?.state !== 'building') throw new Error(`segment ${segment} is no longer being built`);
+          for (let index = from; index < to; index += 1) {
+            const term = plan.terms[index] as string;
+            df.put(term, ((df.get(term) as number | undefined) ?? 0) + (plan.counts[index] as number));
+          }
+          this.counters.keys += to - from;
+          segments.put(segment, { ...record, df_applied: to });
+        });
+        applied.push(committed);
+        // A transaction that failed before its callback ran must not hold the loop.
+        previousRan = Promise.race([callbackRan, committed.then(noop, noop)]);
       }
       // All settled before a failure is reported, so none is still running when the segment is abandoned.
       for (const outcome of await Promise.allSettled(applied)) if (outcome.status === 'rejected') throw outcome.reason;
