@@ -360,6 +360,11 @@ export function round(value: number, digits = 2): number {
   return Math.round(value * factor) / factor;
 }
 
+/** A difference with its sign: +0.5, -0.2 (a figure measured as an excess may come out below zero). */
+export function signed(value: number): string {
+  return value < 0 ? String(value) : `+${value}`;
+}
+
 /** A scratch directory removed when the scenario ends. */
 export function scratchDir(prefix: string, parent: string = tmpdir()): { path: string; remove(): void } {
   const path = mkdtempSync(join(parent, `colloquy-bench-${prefix}-`));

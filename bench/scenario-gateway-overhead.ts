@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { MOCK_MODEL_ID, probe, startColloquy } from './colloquy.js';
 import {
   round,
+  signed,
   scratchDir,
   startGatewayMock,
   startNodeHelper,
@@ -181,7 +182,7 @@ export const gatewayOverheadScenario: Scenario = {
       const coolingCost = round(fallbackVia.p50_ms - fallbackDirect.p50_ms, 3);
       goals.push({
         goal: 'dead primary cooling down: added p50 ≤ 1 ms over asking the fallback directly',
-        measured: `+${coolingCost} ms p50 (${fallbackVia.non2xx} non-2xx)`,
+        measured: `${signed(coolingCost)} ms p50 (${fallbackVia.non2xx} non-2xx)`,
         met: coolingCost <= 1 && fallbackVia.non2xx === 0,
       });
       let direct1k: LoadResult | undefined;
@@ -203,7 +204,7 @@ export const gatewayOverheadScenario: Scenario = {
           const extra99 = round(gateway.p99_ms - direct.p99_ms, 3);
           goals.push({
             goal: 'added latency at 1k req/s ≤ +0.5 ms p50, ≤ +2 ms p99',
-            measured: `+${extra50} ms p50, +${extra99} ms p99`,
+            measured: `${signed(extra50)} ms p50, ${signed(extra99)} ms p99`,
             met: extra50 <= 0.5 && extra99 <= 2 && gateway.non2xx === 0 && gateway.errors === 0,
           });
         }
