@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { abortSignalOf } from '../src/domain/cancel.js';
 import type { HttpServer } from '../src/http/server.js';
 import type { Route } from '../src/http/types.js';
 import { startHttpServer } from './helpers/http-server.js';
@@ -50,7 +51,7 @@ describe('the stream writer', () => {
       path: '/quiet',
       handler: async (context) => {
         const stream = context.stream({ contentType: 'text/event-stream', heartbeat: { intervalMs: 50, frame: ': ping\n\n' } });
-        await sleep(180, undefined, { signal: context.signal }).catch(() => {});
+        await sleep(180, undefined, { signal: abortSignalOf(context.signal) }).catch(() => {});
         heartbeatSeen = true;
         await stream.write('event: done\ndata: {}\n\n');
         stream.end();

@@ -1,6 +1,6 @@
 /**
  * The one generation core shared by every chat-like route: conversation, sources, generate,
- * persist, as events. It takes an admitted job and an AbortSignal and yields ChatEvents in
+ * persist, as events. It takes an admitted job and a cancellation signal and yields ChatEvents in
  * batches (what is ready at once, e.g. the deltas of one upstream read, comes as one array, never
  * empty); it never sees a socket, a header or a status. Errors never escape as exceptions: they
  * end the sequence with one `error` event. When the signal aborts, the sequence just stops.
@@ -16,13 +16,14 @@ import { promptChars } from './chat-request.js';
 import { AnswerRecord, generate } from './generate.js';
 import { persistTurn } from './persist.js';
 import { gatherSources, NO_SOURCES, wantsSources } from './sources.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Runs admitted chat jobs. */
 export class ChatPipeline {
   constructor(private readonly deps: ChatDependencies) {}
 
   /** The events of one job in batches: start, progress, sources, thinking, delta, then done or error. */
-  async *run(job: ChatJob, signal: AbortSignal): AsyncGenerator<ChatEvent[]> {
+  async *run(job: ChatJob, signal: CancelSignal): AsyncGenerator<ChatEvent[]> {
     const { deps } = this;
     const { request, model, reservation } = job;
     if (signal.aborted) {

@@ -25,6 +25,7 @@ import { UpstreamError } from '../upstream/upstream-error.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
 import { loopBusyFor, nextTurn } from './loop-share.js';
 import type { Gathered } from './sources.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** NDJSON `generating` progress is repeated at most this often. */
 const PROGRESS_INTERVAL_MS = 250;
@@ -121,7 +122,7 @@ export async function* generate(
   gathered: Gathered,
   answer: AnswerRecord,
   bounds: AnswerBounds,
-  signal: AbortSignal,
+  signal: CancelSignal,
 ): AsyncGenerator<ChatEvent[], Generated> {
   const { request } = job;
   // The events produced since the last yield; handed on (yield out) before every wait.

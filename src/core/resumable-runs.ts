@@ -11,6 +11,7 @@ import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { ServerShutdown } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LoggedEvent, StreamLogStore, StreamMeta } from '../store/types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** One event as followers read it, with what the NDJSON `result` line needs at `done`. */
 export interface StreamEntry {
@@ -47,7 +48,7 @@ export interface RunObserver {
 export interface RunStart {
   owner: string;
   /** Runs the pipeline with the run's own signal (not the request's). */
-  events: (signal: AbortSignal) => AsyncGenerator<ChatEvent>;
+  events: (signal: CancelSignal) => AsyncGenerator<ChatEvent>;
   /** Folds an event into the result body for the NDJSON `result` line; returns it at `done`. */
   collect: (event: ChatEvent) => Record<string, unknown> | undefined;
   /** Called once when the generation ended, however it ended (gives slots back). */
@@ -126,7 +127,7 @@ export class ResumableRun {
   }
 
   /** Drops the oldest entries past the byte bound, waiting while an attached follower still needs them. */
-  private async makeRoom(signal: AbortSignal): Promise<void> {
+  private async makeRoom(signal: CancelSignal): Promise<void> {
     while (this.recentBytes > this.registry.options.maxBytes && this.recent.length > 1) {
       const oldest = this.recent[0];
       if (!oldest) return;

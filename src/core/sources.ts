@@ -6,6 +6,7 @@ import type { ChatEvent, SearchSummary, Source } from '../domain/types.js';
 import { SNIPPET_MAX_CHARS } from '../domain/types.js';
 import { toSearchQuery } from '../search/normalise.js';
 import type { ChatDependencies, ChatJob } from './chat-job.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 const DEFAULT_TOP_K = 4;
 const DEFAULT_MAX_RESULTS = 5;
@@ -37,7 +38,7 @@ export function wantsSearch(job: ChatJob): boolean {
 export async function* gatherSources(
   job: ChatJob,
   deps: Pick<ChatDependencies, 'retriever' | 'search'>,
-  signal: AbortSignal,
+  signal: CancelSignal,
 ): AsyncGenerator<ChatEvent[], Gathered> {
   const { request } = job;
   const sources: Source[] = [];

@@ -13,6 +13,7 @@ import { BodyCollector, parseJsonBody, tooLarge, type BodyLimits } from './body.
 import { Router } from './router.js';
 import { UwsResponseStream } from './stream.js';
 import type { Headers, HttpContext, RequestSnapshot, ResponseStream, Route, StreamOptions } from './types.js';
+import { RequestSignal, type CancelSignal } from '../domain/cancel.js';
 
 /** What the server reports about each finished request (for logs and metrics). */
 export interface RequestRecord {
@@ -132,8 +133,8 @@ class UwsContext implements HttpContext {
   previousInFlight: UwsContext | undefined;
   nextInFlight: UwsContext | undefined;
   listedInFlight = false;
-  /** Created on first use of `signal`: most requests never read it, and one costs more than a small reply. */
-  private controller: AbortController | undefined;
+  /** Created on first use of `signal`: most requests never read it. */
+  private requestSignal: RequestSignal | undefined;
   private abortReason: ClientGone | undefined;
   private finished = false;
   private aborted = false;
@@ -150,27 +151,27 @@ class UwsContext implements HttpContext {
     private readonly corsOrigin: string | undefined = undefined,
   ) {}
 
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
+  get signal(): CancelSignal {
+    if (!this.requestSignal) {
+      this.requestSignal = new RequestSignal();
       // A client that left before anyone asked still yields an aborted signal.
-      if (this.abortReason) this.controller.abort(this.abortReason);
+      if (this.abortReason) this.requestSignal.abort(this.abortReason);
     }
-    return this.controller.signal;
+    return this.requestSignal;
   }
 
   get responded(): boolean {
     return this.status !== 0;
   }
 
-  /** The single onAborted: fires the request's AbortController and releases everything once. */
+  /** The single onAborted: fires the request's signal and releases everything once. */
   handleAbort(): void {
     if (this.aborted || this.finished) return;
     this.aborted = true;
     this.body.abort();
     this.activeStream?.markAborted();
     this.abortReason = new ClientGone();
-    this.controller?.abort(this.abortReason);
+    this.requestSignal?.abort(this.abortReason);
     this.complete();
   }
 
@@ -245,7 +246,7 @@ class UwsContext implements HttpContext {
   shutdown(): void {
     if (this.isGone()) return;
     this.abortReason = new ServerShutdown();
-    this.controller?.abort(this.abortReason);
+    this.requestSignal?.abort(this.abortReason);
   }
 
   /** Closes the socket of a request that did not end after shutdown(). */

@@ -2,6 +2,7 @@
  * The HTTP surface routes see. Nothing here mentions uWS: routes get a request snapshot, an abort
  * signal, a body reader and reply/stream helpers, so the binding can be swapped inside src/http.
  */
+import type { CancelSignal } from '../domain/cancel.js';
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /** Everything about the request, copied synchronously before the handler can await. */
@@ -44,7 +45,7 @@ export interface StreamOptions {
 export interface HttpContext {
   readonly request: RequestSnapshot;
   /** Fires when the client disconnects (or the server gives up on the request). */
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   /**
    * Reads and parses the JSON body (Content-Type, byte limit, strict UTF-8, depth cap).
    * With `optional`, an empty body yields undefined instead of an error.

@@ -9,6 +9,7 @@ import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProgress, ImageProvider, ImageRequest } from './types.js';
 import type { UpstreamObserver } from '../upstream/observer.js';
 import { callUpstreamJson } from './image-call.js';
+import { abortSignalOf, type CancelSignal } from '../domain/cancel.js';
 
 export interface Automatic1111Options {
   baseUrl: string;
@@ -45,9 +46,11 @@ export class Automatic1111ImageProvider implements ImageProvider {
     this.headers = !key ? {} : { authorization: key.includes(':') ? `Basic ${Buffer.from(key).toString('base64')}` : `Bearer ${key}` };
   }
 
-  async generate(request: ImageRequest, signal: AbortSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]> {
+  async generate(request: ImageRequest, signal: CancelSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]> {
     const finished = new AbortController();
-    const polling = onProgress ? this.pollProgress(AbortSignal.any([signal, finished.signal]), onProgress) : Promise.resolve();
+    const polling = onProgress
+      ? this.pollProgress(AbortSignal.any([abortSignalOf(signal), finished.signal]), onProgress)
+      : Promise.resolve();
     try {
       const body = await callUpstreamJson({
         label: 'automatic1111',

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { PNG } from 'pngjs';
 import { ApiError } from '../errors.js';
 import type { GeneratedImage, ImageProgress, ImageProvider, ImageRequest } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 const BUILTIN_IMAGE_MODEL_ID = 'builtin-abstract';
 
@@ -214,7 +215,7 @@ export class BuiltinImageProvider implements ImageProvider {
   readonly note = BUILTIN_IMAGE_NOTE;
   readonly reportsProgress = true;
 
-  async generate(request: ImageRequest, signal: AbortSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]> {
+  async generate(request: ImageRequest, signal: CancelSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]> {
     const images: GeneratedImage[] = [];
     for (let index = 0; index < request.n; index += 1) {
       // A client that left stops the work between images; the route discards the result.

@@ -8,6 +8,7 @@ import { ApiError } from '../errors.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
 import type { UpstreamObserver } from '../upstream/observer.js';
 import { statusError } from '../upstream/upstream-error.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export interface UpstreamJsonCall {
   /** Provider name for messages. */
@@ -17,7 +18,7 @@ export interface UpstreamJsonCall {
   headers?: Record<string, string>;
   body?: unknown;
   /** The request's signal (client gone, server closing). */
-  signal: AbortSignal;
+  signal: CancelSignal;
   /** Deadline for the whole exchange, body included. */
   timeoutMs: number;
   /** The upstream layer's metrics and log seam, and the provider name its metrics use. */

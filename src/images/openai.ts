@@ -8,6 +8,7 @@ import { imageFromBase64 } from './image-info.js';
 import type { GeneratedImage, ImageProvider, ImageRequest } from './types.js';
 import type { UpstreamObserver } from '../upstream/observer.js';
 import { callUpstreamJson } from './image-call.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export interface OpenAiImagesOptions {
   baseUrl: string;
@@ -32,7 +33,7 @@ export class OpenAiImageProvider implements ImageProvider {
     this.url = `${options.baseUrl.replace(/\/+$/, '')}/images/generations`;
   }
 
-  async generate(request: ImageRequest, signal: AbortSignal): Promise<GeneratedImage[]> {
+  async generate(request: ImageRequest, signal: CancelSignal): Promise<GeneratedImage[]> {
     const body = await callUpstreamJson({
       label: 'openai',
       observer: this.options.observer,

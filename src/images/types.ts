@@ -1,4 +1,5 @@
 /** Image generation behind one interface: OpenAI-compatible, Automatic1111/Forge, built-in renderer. */
+import type { CancelSignal } from '../domain/cancel.js';
 export interface GeneratedImage {
   mime_type: string;
   width: number;
@@ -33,5 +34,5 @@ export interface ImageProvider {
    * Produces `request.n` images (an upstream may return fewer; never zero). Throws ApiError
    * `upstream_error` / `upstream_timeout`; stops at once when `signal` fires.
    */
-  generate(request: ImageRequest, signal: AbortSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]>;
+  generate(request: ImageRequest, signal: CancelSignal, onProgress?: (progress: ImageProgress) => void): Promise<GeneratedImage[]>;
 }

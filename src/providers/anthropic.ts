@@ -12,6 +12,7 @@ import { numberField, objectField, objectOf, readFrame, stringField, WRONG } fro
 import { addAnthropicOptions, anthropicMessages } from './anthropic-messages.js';
 import { conversation, systemText } from './prompt.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** The Messages API version this dialect speaks. */
 const ANTHROPIC_VERSION = '2023-06-01';
@@ -110,7 +111,7 @@ export class AnthropicProvider implements ChatProvider {
     return { url: /\/v1$/.test(base) ? `${base}/models` : `${base}/v1/models`, headers };
   }
 
-  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]> {
     const base = (request.model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');
     const url = /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`;
     const headers: Record<string, string> = { accept: 'text/event-stream', 'anthropic-version': ANTHROPIC_VERSION };

@@ -9,6 +9,7 @@ import type { Source } from '../domain/types.js';
 import { abortableSleep } from '../upstream/abortable-sleep.js';
 import { type Passage, passagesOf, questionTerms, rankPassages } from './passages.js';
 import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Sentences quoted at most; enough to answer, short enough to read. */
 const MAX_SENTENCES = 3;
@@ -151,7 +152,7 @@ export class BuiltinProvider implements ChatProvider {
   /** `delayMs` paces the words (config builtin_delay_ms), 0 streams them as fast as the client reads. */
   constructor(private readonly delayMs: number) {}
 
-  async *stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]> {
+  async *stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]> {
     const composed = composeAnswer(request);
     const { thinking } = composed;
     const answer = toolNotice(request) + composed.answer;

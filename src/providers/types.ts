@@ -4,6 +4,7 @@
  */
 import type { FinishReason, Source, ToolCall, ToolCallFragment } from '../domain/types.js';
 import type { ModelConfig } from '../config/index.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** An image a user message carries: a `data:` URL (base64) or an http(s) URL. */
 export interface ImageInput {
@@ -89,7 +90,7 @@ export interface ChatProvider {
    * Streams the reply as batches of events (all that one upstream read produced), ending with a
    * batch that holds `finish`. Throws UpstreamError (upstream_error / upstream_timeout) on failure.
    */
-  stream(request: ProviderRequest, signal: AbortSignal): AsyncIterable<ProviderEvent[]>;
+  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]>;
   /** A cheap read that shows the model's upstream is there (its model list); none for the built-in model. */
   probeRequest?(model: ModelConfig): { url: string; headers: Record<string, string> };
 }

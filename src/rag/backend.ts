@@ -11,6 +11,7 @@ import type { DocumentToWrite, IngestResult, WriteCounters } from './ingestion.j
 import type { ChunkOptions } from './prepare.js';
 import type { Passage } from './types.js';
 import type { Logger } from '../logger.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** How an engine ranks and where it reports. */
 export interface BackendOptions {
@@ -73,7 +74,7 @@ export interface IndexBackend {
   /** Deletes every document of a collection; returns how many were removed. */
   removeCollection(collection: string): Promise<number>;
   /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
-  retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: AbortSignal): Promise<Passage[]>;
+  retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: CancelSignal): Promise<Passage[]>;
   /** Counts one retrieval in the shared statistics. */
   recordRetrieval(hit: boolean, elapsedMs: number): void;
   /** Writes counters this process still holds. */

@@ -5,6 +5,7 @@
 import { ApiError } from '../errors.js';
 import { callJson, type JsonReply } from '../upstream/json-call.js';
 import type { UpstreamObserver } from '../upstream/observer.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Upper bound on one batch's reply: 64 inputs of 3072 dimensions as JSON text stay well under it. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
@@ -24,7 +25,7 @@ export interface EmbedderOptions {
 export interface Embedder {
   readonly model: string;
   /** One unit-length vector per input, in order. Throws ApiError on upstream failure. */
-  embed(inputs: string[], signal?: AbortSignal): Promise<Float32Array[]>;
+  embed(inputs: string[], signal?: CancelSignal): Promise<Float32Array[]>;
 }
 
 interface EmbeddingsResponse {
@@ -61,7 +62,7 @@ export class OpenAiEmbedder implements Embedder {
     this.batchSize = options.batchSize ?? 64;
   }
 
-  async embed(inputs: string[], signal?: AbortSignal): Promise<Float32Array[]> {
+  async embed(inputs: string[], signal?: CancelSignal): Promise<Float32Array[]> {
     const vectors: Float32Array[] = [];
     for (let start = 0; start < inputs.length; start += this.batchSize) {
       const batch = await this.embedBatch(inputs.slice(start, start + this.batchSize), {}, signal);
@@ -71,11 +72,11 @@ export class OpenAiEmbedder implements Embedder {
   }
 
   /** The upstream's vectors for `inputs` in one request, unnormalised (what /v1/embeddings passes on). */
-  embedRaw(inputs: string[], extra: { dimensions?: number }, signal?: AbortSignal): Promise<RawEmbeddings> {
+  embedRaw(inputs: string[], extra: { dimensions?: number }, signal?: CancelSignal): Promise<RawEmbeddings> {
     return this.embedBatch(inputs, extra, signal);
   }
 
-  private async embedBatch(inputs: string[], extra: { dimensions?: number }, signal: AbortSignal | undefined): Promise<RawEmbeddings> {
+  private async embedBatch(inputs: string[], extra: { dimensions?: number }, signal: CancelSignal | undefined): Promise<RawEmbeddings> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     let reply: JsonReply;

@@ -34,6 +34,7 @@ import { RedisIndex } from './redis-index.js';
 import type { Passage, Retriever } from './types.js';
 import { createPreparer, defaultIngestThreads, type Preparer } from './worker-pool.js';
 import { WriteQueue } from './write-queue.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export {
   COLLECTION_PATTERN,
@@ -169,7 +170,7 @@ export class KnowledgeBase implements Retriever {
    * Extracts, chunks, embeds (when configured) and indexes one document, replacing an earlier
    * version. Throws the catalogue error that stopped it; nothing of a failed document stays.
    */
-  async add(input: DocumentInput, signal?: AbortSignal, onStage?: (stage: IngestStage) => void): Promise<IngestResult> {
+  async add(input: DocumentInput, signal?: CancelSignal, onStage?: (stage: IngestStage) => void): Promise<IngestResult> {
     const collection = input.collection ?? DEFAULT_COLLECTION;
     if (!COLLECTION_PATTERN.test(collection)) {
       throw new ApiError('invalid_request', undefined, {
@@ -185,7 +186,7 @@ export class KnowledgeBase implements Retriever {
     input: DocumentInput,
     collection: string,
     chunkOptions: ChunkOptions,
-    signal: AbortSignal | undefined,
+    signal: CancelSignal | undefined,
     onStage: ((stage: IngestStage) => void) | undefined,
   ): Promise<DocumentToWrite> {
     const format = input.format ?? 'text';
@@ -226,7 +227,7 @@ export class KnowledgeBase implements Retriever {
       concurrency?: number;
       onStage?: (index: number, stage: IngestStage) => void;
       onOutcome?: (index: number, outcome: IngestOutcome) => void;
-      signal?: AbortSignal;
+      signal?: CancelSignal;
     } = {},
   ): Promise<IngestOutcome[]> {
     const outcomes: IngestOutcome[] = new Array(inputs.length);
@@ -350,7 +351,7 @@ export class KnowledgeBase implements Retriever {
   }
 
   /** Top-k passages for a query (BM25, fused with vector similarity when embeddings are on). */
-  async retrieve(query: string, options: { topK: number; collection?: string }, signal?: AbortSignal): Promise<Passage[]> {
+  async retrieve(query: string, options: { topK: number; collection?: string }, signal?: CancelSignal): Promise<Passage[]> {
     await this.ready;
     const started = performance.now();
     const passages = await this.backend.retrieve(query, options, signal);

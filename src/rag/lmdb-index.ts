@@ -21,6 +21,7 @@ import type { ChunkOptions } from './prepare.js';
 import { retrievePassages, type RetrievalContext } from './retrieval.js';
 import { RetrievalCounters, indexBytes } from './retrieval-stats.js';
 import type { Passage } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -164,7 +165,7 @@ export class LmdbIndex implements IndexBackend {
     }));
   }
 
-  async retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: AbortSignal): Promise<Passage[]> {
+  async retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: CancelSignal): Promise<Passage[]> {
     await this.ready;
     const { collection, topK } = options;
     return retrievePassages(this.retrieval, query, collection === undefined ? { topK } : { topK, collection }, signal);

@@ -50,6 +50,7 @@ import { ALLOCATE, PUBLISH, REMOVE, SNAPSHOT } from './redis-scripts.js';
 import { cosine, fuse, insertSorted, passageOf, type VectorHit } from './retrieval.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Documents removed per script when a collection is deleted. */
 const REMOVE_BATCH = 100;
@@ -264,7 +265,7 @@ export class RedisIndex implements IndexBackend {
     return summaries.sort((left, right) => (left.name < right.name ? -1 : left.name > right.name ? 1 : 0)).slice(0, 10_000);
   }
 
-  async retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: AbortSignal): Promise<Passage[]> {
+  async retrieve(query: string, options: { topK: number; collection?: string | undefined }, signal?: CancelSignal): Promise<Passage[]> {
     const topK = Math.max(1, Math.min(options.topK, 50));
     const candidatesWanted = Math.max(50, topK * 4);
     const queryTerms = tokenize(query, { stopWords: this.stopWords });

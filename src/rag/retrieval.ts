@@ -21,6 +21,7 @@ import { findInPage, PageDirectory, pageKey } from './pages.js';
 import { round } from './round.js';
 import { tokenize } from './tokenize.js';
 import type { Passage } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Reciprocal rank fusion constant (Cormack et al. 2009). */
 const RRF_K = 60;
@@ -105,7 +106,7 @@ export async function retrievePassages(
   context: RetrievalContext,
   query: string,
   options: { topK: number; collection?: string },
-  signal?: AbortSignal,
+  signal?: CancelSignal,
 ): Promise<Passage[]> {
   const { databases } = context;
   const topK = Math.max(1, Math.min(options.topK, 50));

@@ -1,4 +1,5 @@
 /** The retrieval step of the chat pipeline: ranked passages from the knowledge base. */
+import type { CancelSignal } from '../domain/cancel.js';
 export interface Passage {
   documentId: string;
   chunkId: string;
@@ -12,5 +13,5 @@ export interface Passage {
 
 export interface Retriever {
   /** Top-k passages for a query, best first, optionally within one collection. */
-  retrieve(query: string, options: { topK: number; collection?: string }, signal?: AbortSignal): Promise<Passage[]>;
+  retrieve(query: string, options: { topK: number; collection?: string }, signal?: CancelSignal): Promise<Passage[]>;
 }

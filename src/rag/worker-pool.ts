@@ -7,10 +7,11 @@ import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 import { extractSections, type ExtractOutcome, type ExtractTask } from './extract-sections.js';
 import { prepareSections, unpackOutcome, type ChunkTask, type PackedPrepareOutcome, type PrepareOutcome } from './prepare.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export interface Preparer {
-  extract(task: ExtractTask, signal?: AbortSignal): Promise<ExtractOutcome>;
-  chunk(task: ChunkTask, signal?: AbortSignal): Promise<PrepareOutcome>;
+  extract(task: ExtractTask, signal?: CancelSignal): Promise<ExtractOutcome>;
+  chunk(task: ChunkTask, signal?: CancelSignal): Promise<PrepareOutcome>;
   close(): Promise<void>;
 }
 

@@ -16,6 +16,7 @@ import type { ResumableRun } from '../core/resumable-runs.js';
 import { ChatResultCollector } from './chat-encoders.js';
 import { ChatObserver } from './chat-metrics.js';
 import { rateLimitHeaders } from './headers.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Folds a request's events into one JSON body. */
 export interface ChatCollector {
@@ -113,7 +114,7 @@ export class ChatReplies {
     // The request that started it may end long before the generation: the run owns the slots now.
     admitted.release = () => undefined;
     const pipeline = this.pipeline;
-    async function* observedEvents(signal: AbortSignal): AsyncGenerator<ChatEvent> {
+    async function* observedEvents(signal: CancelSignal): AsyncGenerator<ChatEvent> {
       for await (const batch of pipeline.run(job, signal)) {
         for (const event of batch) {
           observer.see(event);

@@ -10,6 +10,7 @@ import type { QuotaStamp } from '../domain/types.js';
 import type { Services } from '../services.js';
 import { admitImage } from './admit.js';
 import { rateLimitHeaders } from './headers.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 const NDJSON = 'application/x-ndjson';
 
@@ -32,7 +33,7 @@ function replyBody(services: Services, images: GeneratedImage[], stamp: QuotaSta
 async function generate(
   services: Services,
   request: ImageRequest,
-  signal: AbortSignal,
+  signal: CancelSignal,
   onProgress?: (progress: ImageProgress) => void,
 ): Promise<GeneratedImage[]> {
   const provider = services.images;

@@ -8,6 +8,7 @@ import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
 import { asRecord, callUpstream, endpoint, safeUpstreamCode, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
 import { statusError } from '../upstream/upstream-error.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Brave's maximum `count` for web search. */
 const BRAVE_MAX_COUNT = 20;
@@ -29,7 +30,7 @@ export class BraveSearch implements SearchProvider {
   ) {}
 
   /** Runs one query asking Brave for exactly the number of results wanted. */
-  async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
+  async search(query: string, options: { maxResults: number }, signal: CancelSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
     const url = endpoint(this.options.baseUrl, 'res/v1/web/search');

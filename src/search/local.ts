@@ -6,6 +6,7 @@
 import type { Retriever } from '../rag/types.js';
 import { capText, collapseWhitespace, SNIPPET_MAX_CHARS, toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** The retriever's top_k ceiling; asking for more passages than results leaves room to merge chunks of one document. */
 const MAX_PASSAGES = 20;
@@ -18,7 +19,7 @@ export class LocalSearch implements SearchProvider {
   constructor(private readonly retriever: Retriever) {}
 
   /** Top passages for the query, one per document, best first. */
-  async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
+  async search(query: string, options: { maxResults: number }, signal: CancelSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
     // The knowledge base is not an upstream: its time is colloquy_retrieval_duration_seconds.

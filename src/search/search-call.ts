@@ -8,6 +8,7 @@ import { callJson, type JsonReply } from '../upstream/json-call.js';
 import type { UpstreamObserver } from '../upstream/observer.js';
 import { cleanSnippet, cleanTitle, dedupeResults } from './normalise.js';
 import type { SearchResult } from './types.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Upper bound on a search response body; real ones are tens of kilobytes. */
 const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
@@ -32,7 +33,7 @@ export interface UpstreamRequest {
 export type UpstreamReply = JsonReply;
 
 /** Performs the call and returns the reply, whatever its status; throws only for transport failures. */
-export function callUpstream(request: UpstreamRequest, deps: UpstreamDeps, signal: AbortSignal): Promise<UpstreamReply> {
+export function callUpstream(request: UpstreamRequest, deps: UpstreamDeps, signal: CancelSignal): Promise<UpstreamReply> {
   const { provider, url } = request;
   return callJson({
     subject: `The search provider (${provider})`,

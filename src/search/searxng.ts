@@ -8,6 +8,7 @@ import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
 import { asRecord, callUpstream, endpoint, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
 import { statusError } from '../upstream/upstream-error.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export interface SearxngOptions {
   baseUrl: string;
@@ -26,7 +27,7 @@ export class SearxngSearch implements SearchProvider {
   ) {}
 
   /** Runs one query; SearXNG has no result-count parameter, so the first page is cut to size. */
-  async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
+  async search(query: string, options: { maxResults: number }, signal: CancelSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
     const url = endpoint(this.options.baseUrl, 'search');

@@ -9,6 +9,7 @@ import { toSearchQuery } from './normalise.js';
 import type { SearchProvider, SearchResult } from './types.js';
 import { asRecord, callUpstream, endpoint, shapeError, toSearchResults, type UpstreamDeps } from './search-call.js';
 import { statusError } from '../upstream/upstream-error.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** Tavily's maximum `max_results`. */
 const TAVILY_MAX_RESULTS = 20;
@@ -29,7 +30,7 @@ export class TavilySearch implements SearchProvider {
   ) {}
 
   /** Runs one `basic` depth query (one credit) asking for exactly the number of results wanted. */
-  async search(query: string, options: { maxResults: number }, signal: AbortSignal): Promise<SearchResult[]> {
+  async search(query: string, options: { maxResults: number }, signal: CancelSignal): Promise<SearchResult[]> {
     const q = toSearchQuery(query);
     if (q === '') return [];
     const body = JSON.stringify({

@@ -8,6 +8,7 @@
  */
 import { ApiError } from '../errors.js';
 import type { CallFailure, CallOutcome, UpstreamObserver } from './observer.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 export interface JsonCallRequest {
   /** Who is called, as the start of a sentence ("The search provider (brave)"); every transport error names it. */
@@ -17,7 +18,7 @@ export interface JsonCallRequest {
   headers?: Record<string, string>;
   body?: string;
   /** The request's signal (client gone, server closing); its reason is what an abort rejects with. */
-  signal?: AbortSignal;
+  signal?: CancelSignal;
   /** Deadline for the whole exchange, body included. */
   timeoutMs: number;
   /** Largest response body accepted; a larger one is refused instead of buffered. */

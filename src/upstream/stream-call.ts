@@ -18,6 +18,7 @@ import { abortableSleep, abortReason } from './abortable-sleep.js';
 import { upstreamConnector } from './connector.js';
 import type { CallOutcome, UpstreamObserver } from './observer.js';
 import { resetError, statusError, timeoutError, unreachableError, UpstreamError, type TimeoutPhase } from './upstream-error.js';
+import type { CancelSignal } from '../domain/cancel.js';
 
 /** The `upstream` config block plus the frame bound. */
 export interface UpstreamSettings {
@@ -102,7 +103,7 @@ export class UpstreamClient implements CallContext {
    * socket for reuse (the rest is drained, bounded); aborting `signal` destroys it at once.
    * Read it with `for await` (one read at a time); nothing is sent before the first read.
    */
-  stream(call: StreamCall, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+  stream(call: StreamCall, signal: CancelSignal): AsyncGenerator<Uint8Array> {
     return new UpstreamStream(this, call, signal);
   }
 
@@ -171,7 +172,7 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
   constructor(
     private readonly client: CallContext,
     private readonly call: StreamCall,
-    private readonly signal: AbortSignal,
+    private readonly signal: CancelSignal,
   ) {}
 
   [Symbol.asyncIterator](): this {
