@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import fc from 'fast-check';
 import { type Dialect, readNdjson, readSse } from '../src/upstream/frames.js';
 
 /** An async body that yields the given reads, then fails if asked to; counts `return` calls. */
@@ -108,6 +109,44 @@ describe('upstream frame loop', () => {
     };
     await eventsOf(readNdjson<string>(new ScriptedBody(cut(truncated, 1)), dialect, 'test', 65_536));
     assert.deepEqual(lines, ['{"word":"a"}', '"\ufffd']);
+  });
+
+  test('any bytes cut anywhere decode as the whole body decodes at once (text ending inside a character or not)', async () => {
+    const lineBytes = fc.uint8Array({ maxLength: 40 }).map((bytes) => Buffer.from(bytes.map((byte) => (byte === 0x0a ? 0x20 : byte))));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(lineBytes, { maxLength: 12 }),
+        fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1 }),
+        async (lines, sizes) => {
+          const body = Buffer.concat(lines.flatMap((line) => [line, Buffer.from('\n')]));
+          const reads: Uint8Array[] = [];
+          for (let offset = 0, turn = 0; offset < body.byteLength; turn += 1) {
+            const size = sizes[turn % sizes.length] as number;
+            reads.push(body.subarray(offset, offset + size));
+            offset += size;
+          }
+          const seen: string[] = [];
+          const dialect: Dialect<string, string> = {
+            frame(frame, out) {
+              seen.push(frame);
+              out.push(frame);
+              return false;
+            },
+            end() {},
+          };
+          await eventsOf(readNdjson<string>(new ScriptedBody(reads), dialect, 'test', 65_536));
+          const whole = new TextDecoder('utf-8').decode(body);
+          assert.deepEqual(
+            seen,
+            whole
+              .split('\n')
+              .map((line) => line.trim())
+              .filter((line) => line.length > 0),
+          );
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   test('the terminal frame ends the reply: nothing after it is read, and the body is handed back once', async () => {

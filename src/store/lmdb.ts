@@ -60,16 +60,22 @@ export class LmdbStorage implements Storage {
   defer(write: () => Promise<unknown>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.deferred.push({ write, resolve, reject });
-      this.deferTimer ??= setTimeout(() => this.runDeferred(), DEFER_MS);
+      this.deferTimer ??= setTimeout(this.deferExpired, DEFER_MS);
     });
   }
 
+  /**
+   * The deferred writes' wait ran out. The timer is left armed when a transaction takes the writes
+   * along (runDeferred), so a busy server sets one timer per DEFER_MS rather than one per request;
+   * a write deferred meanwhile waits less than DEFER_MS, never more.
+   */
+  private readonly deferExpired = (): void => {
+    this.deferTimer = undefined;
+    this.runDeferred();
+  };
+
   /** Queues the deferred writes now, in the caller's event turn: called before a transaction is queued. */
   runDeferred(): void {
-    if (this.deferTimer !== undefined) {
-      clearTimeout(this.deferTimer);
-      this.deferTimer = undefined;
-    }
     if (this.deferred.length === 0) return;
     const writes = this.deferred;
     this.deferred = [];
@@ -112,6 +118,8 @@ export class LmdbStorage implements Storage {
   async close(): Promise<void> {
     if (this.closed) return;
     await this.settleDeferred();
+    clearTimeout(this.deferTimer);
+    this.deferTimer = undefined;
     await this.flush();
     this.closed = true;
     await this.root.close();

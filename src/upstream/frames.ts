@@ -114,9 +114,11 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
   /**
    * UTF-8 across reads (a character split between two reads is held back until its rest comes;
    * invalid bytes become U+FFFD). Node's StringDecoder, not a TextDecoder: each TextDecoder builds
-   * an ICU converter at its first decode, which cost as much per reply as the decoding itself.
+   * an ICU converter at its first decode, which cost as much per reply as the decoding itself. Made
+   * only when a slice ends inside a character: until then every slice ended on a whole one (an
+   * ASCII byte last) and decodes on its own, as the decoder would, without the decoder's buffer.
    */
-  private readonly decoder = new StringDecoder('utf8');
+  private decoder: StringDecoder | undefined;
   /** No text was decoded yet: a leading byte order mark is still to be dropped. */
   private atStart = true;
   private readonly framer: Framer;
@@ -202,7 +204,7 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
       const text = this.nextSlice();
       if (text === undefined) {
         if (!this.bodyDone) return undefined;
-        this.framer.feed(this.decoder.end());
+        if (this.decoder !== undefined) this.framer.feed(this.decoder.end());
         this.framer.end();
         this.flushed = true;
       } else this.framer.feed(text);
@@ -240,12 +242,24 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
     const end = Math.min(chunk.byteLength, start + SLICE_BYTES);
     this.offset = end;
     if (end === chunk.byteLength) this.chunk = undefined;
-    const text = this.decoder.write(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end));
+    const text = this.decode(start === 0 && end === chunk.byteLength ? chunk : chunk.subarray(start, end));
     if (this.atStart && text.length > 0) {
       this.atStart = false;
       if (text.startsWith(BOM)) return text.slice(1);
     }
     return text;
+  }
+
+  /** The text of a slice: decoded on its own while no character was split, else through the decoder. */
+  private decode(bytes: Uint8Array): string {
+    if (this.decoder === undefined) {
+      const length = bytes.byteLength;
+      if (length === 0) return '';
+      if ((bytes[length - 1] as number) < 0x80)
+        return (bytes instanceof Buffer ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, length)).toString('utf8');
+      this.decoder = new StringDecoder('utf8');
+    }
+    return this.decoder.write(bytes);
   }
 
   /** Done with the reply: nothing more is handed out, and the body is released. */
