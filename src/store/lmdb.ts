@@ -25,6 +25,8 @@ export class LmdbStorage implements Storage {
   /** Writes waiting to ride the next transaction (see defer). */
   private deferred: DeferredWrite[] = [];
   private deferTimer: NodeJS.Timeout | undefined;
+  /** When the oldest of the writes waiting now was deferred. */
+  private deferredSince = 0;
   /** The commits of the deferred writes queued last. */
   private deferredCommitted: Promise<unknown> = Promise.resolve();
 
@@ -59,19 +61,24 @@ export class LmdbStorage implements Storage {
    */
   defer(write: () => Promise<unknown>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      if (this.deferred.length === 0) this.deferredSince = performance.now();
       this.deferred.push({ write, resolve, reject });
       this.deferTimer ??= setTimeout(this.deferExpired, DEFER_MS);
     });
   }
 
   /**
-   * The deferred writes' wait ran out. The timer is left armed when a transaction takes the writes
-   * along (runDeferred), so a busy server sets one timer per DEFER_MS rather than one per request;
-   * a write deferred meanwhile waits less than DEFER_MS, never more.
+   * The timer of the deferred writes fired. It is left armed when a transaction takes the writes
+   * along (runDeferred), so a busy server sets one timer per DEFER_MS rather than one per request:
+   * when it fires, the writes waiting then are queued on their own only if the oldest of them has
+   * waited DEFER_MS, else the timer waits for the rest of that.
    */
   private readonly deferExpired = (): void => {
     this.deferTimer = undefined;
-    this.runDeferred();
+    if (this.deferred.length === 0) return;
+    const waited = performance.now() - this.deferredSince;
+    if (waited < DEFER_MS) this.deferTimer = setTimeout(this.deferExpired, DEFER_MS - waited);
+    else this.runDeferred();
   };
 
   /** Queues the deferred writes now, in the caller's event turn: called before a transaction is queued. */
