@@ -58,6 +58,15 @@ function wordDialect(strict = false): Dialect<{ data: string } | string, string>
   };
 }
 
+/** A dialect whose events are its frames' text as it came. */
+const rawLines: Dialect<string, string> = {
+  frame(frame, out) {
+    out.push(frame);
+    return false;
+  },
+  end() {},
+};
+
 /** Every event of a reply, in order. */
 async function eventsOf(reply: AsyncIterable<string[]>): Promise<string[]> {
   const seen: string[] = [];
@@ -98,16 +107,7 @@ describe('upstream frame loop', () => {
       assert.deepEqual(seen, ['first', 'caf\ufffdé', 'end of body'], `reads of ${size} bytes`);
     }
     const truncated = Buffer.concat([Buffer.from('{"word":"a"}\n"'), Buffer.from('é').subarray(0, 1)]);
-    const lines: string[] = [];
-    const dialect: Dialect<string, string> = {
-      frame(frame, out) {
-        lines.push(frame);
-        out.push(frame);
-        return false;
-      },
-      end() {},
-    };
-    await eventsOf(readNdjson<string>(new ScriptedBody(cut(truncated, 1)), dialect, 'test', 65_536));
+    const lines = await eventsOf(readNdjson<string>(new ScriptedBody(cut(truncated, 1)), rawLines, 'test', 65_536));
     assert.deepEqual(lines, ['{"word":"a"}', '"\ufffd']);
   });
 
@@ -125,16 +125,7 @@ describe('upstream frame loop', () => {
             reads.push(body.subarray(offset, offset + size));
             offset += size;
           }
-          const seen: string[] = [];
-          const dialect: Dialect<string, string> = {
-            frame(frame, out) {
-              seen.push(frame);
-              out.push(frame);
-              return false;
-            },
-            end() {},
-          };
-          await eventsOf(readNdjson<string>(new ScriptedBody(reads), dialect, 'test', 65_536));
+          const seen = await eventsOf(readNdjson<string>(new ScriptedBody(reads), rawLines, 'test', 65_536));
           const whole = new TextDecoder('utf-8').decode(body);
           assert.deepEqual(
             seen,
