@@ -44,6 +44,22 @@ describe('RequestSignal', () => {
     assert.equal(removed, 0);
   });
 
+  test('skips a listener that one before it removed during the abort, as an AbortSignal does', () => {
+    for (const signal of [new RequestSignal(), new AbortController()]) {
+      const target = signal instanceof RequestSignal ? signal : signal.signal;
+      const seen: string[] = [];
+      const second: AbortListener = () => seen.push('second');
+      target.addEventListener('abort', () => {
+        seen.push('first');
+        target.removeEventListener('abort', second);
+      });
+      target.addEventListener('abort', second);
+      target.addEventListener('abort', () => seen.push('third'));
+      signal.abort('stop');
+      assert.deepEqual(seen, ['first', 'third'], signal.constructor.name);
+    }
+  });
+
   test('never runs a listener added after the abort, as an AbortSignal does not', () => {
     const signal = new RequestSignal();
     signal.abort('stop');

@@ -29,9 +29,10 @@ const ABORT_EVENT: AbortEvent = Object.freeze({ type: 'abort' });
 
 /**
  * A cancellation that is aborted at most once, by its owner. Listeners run in the order they were
- * added, once each (adding one twice keeps one, as EventTarget does); one that throws does not keep
- * the others from running, and its error is rethrown on the next tick (an uncaught exception, as
- * from an EventTarget listener).
+ * added, once each (adding one twice keeps one, and one removed during the abort by a listener
+ * before it does not run, as with EventTarget); one that throws does not keep the others from
+ * running, and its error is rethrown on the next tick (an uncaught exception, as from an
+ * EventTarget listener).
  */
 export class RequestSignal implements CancelSignal {
   aborted = false;
@@ -63,9 +64,10 @@ export class RequestSignal implements CancelSignal {
     this.aborted = true;
     this.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
     const listeners = this.listeners;
-    this.listeners = undefined;
     if (listeners === undefined) return;
-    for (const listener of listeners) {
+    // As EventTarget does: a listener removed by one that ran before it (during this abort) does not run.
+    for (const listener of listeners.slice()) {
+      if (!listeners.includes(listener)) continue;
       try {
         if (typeof listener === 'function') listener.call(this, ABORT_EVENT);
         else listener.handleEvent(ABORT_EVENT);
@@ -75,6 +77,7 @@ export class RequestSignal implements CancelSignal {
         });
       }
     }
+    this.listeners = undefined;
   }
 
   /** An AbortSignal that aborts with this one (made on first use, for libraries that want a real one). */
