@@ -2,9 +2,10 @@
  * A request's cancellation, as the service reads it: the part of AbortSignal every consumer here
  * uses (`aborted`, `reason`, `throwIfAborted` and the `abort` listeners). An AbortSignal is one, and
  * so is a RequestSignal, the small object the HTTP layer hands each request instead of an
- * AbortController: Node 20 builds an AbortSignal by changing a new EventTarget's prototype, about
- * 3 µs per request before its listeners (docs/benchmarks.md, "Eleventh step"). Code that must hand
- * a real AbortSignal to a library gets one linked to it from `abortSignalOf`.
+ * AbortController: Node 20 builds an AbortSignal by changing a new EventTarget's prototype, and the
+ * signal cost a gateway request about 10 µs of the main thread (docs/benchmarks.md, "Eleventh
+ * step"). Code that must hand a real AbortSignal to a library gets one linked to it from
+ * `abortSignalOf`.
  */
 
 /** A listener of the `abort` event: a function, or an object with `handleEvent` (as EventTarget takes them). */
@@ -39,7 +40,6 @@ export class RequestSignal implements CancelSignal {
   reason: unknown = undefined;
   /** One listener is the common case (the upstream call); more only while retries or fallbacks wait. */
   private listeners: AbortListener[] | undefined;
-  private linked: AbortController | undefined;
 
   throwIfAborted(): void {
     if (this.aborted) throw this.reason;
@@ -79,25 +79,21 @@ export class RequestSignal implements CancelSignal {
     }
     this.listeners = undefined;
   }
-
-  /** An AbortSignal that aborts with this one (made on first use, for libraries that want a real one). */
-  asAbortSignal(): AbortSignal {
-    if (this.linked === undefined) {
-      const linked = new AbortController();
-      this.linked = linked;
-      if (this.aborted) linked.abort(this.reason);
-      else this.addEventListener('abort', () => linked.abort(this.reason));
-    }
-    return this.linked.signal;
-  }
 }
+
+/** The AbortSignal linked to each signal that asked for one (made once per signal). */
+const linkedSignals = new WeakMap<CancelSignal, AbortSignal>();
 
 /** A real AbortSignal that aborts when `signal` does: `signal` itself when it is one. */
 export function abortSignalOf(signal: CancelSignal): AbortSignal {
   if (signal instanceof AbortSignal) return signal;
-  if (signal instanceof RequestSignal) return signal.asAbortSignal();
-  const linked = new AbortController();
-  if (signal.aborted) linked.abort(signal.reason);
-  else signal.addEventListener('abort', () => linked.abort(signal.reason));
-  return linked.signal;
+  let linked = linkedSignals.get(signal);
+  if (linked === undefined) {
+    const controller = new AbortController();
+    if (signal.aborted) controller.abort(signal.reason);
+    else signal.addEventListener('abort', () => controller.abort(signal.reason));
+    linked = controller.signal;
+    linkedSignals.set(signal, linked);
+  }
+  return linked;
 }
