@@ -386,6 +386,58 @@ describe('uploading files to the knowledge base', () => {
     assert.match(await search('lighthouse keeper dawn'), /--not a boundary[\s\S]*The lighthouse keeper rows out at dawn\./);
   });
 
+  it('keeps a file name sent in UTF-8, raw or as filename*, and answers a body cut off or not UTF-8 in its part headers with 400', async () => {
+    const boundary = 'colloquy-test-boundary';
+    const raw = (parts: string[], ending = `--${boundary}--\r\n`) =>
+      Buffer.concat([...parts.map((part) => Buffer.from(`--${boundary}\r\n${part}\r\n`)), Buffer.from(ending)]);
+    const send = (body: Buffer) =>
+      server.fetch('/api/rag/documents', {
+        method: 'POST',
+        headers: { ...auth, 'content-type': `multipart/form-data; boundary=${boundary}` },
+        body,
+      });
+    const named = await send(
+      raw([
+        'Content-Disposition: form-data; name="collection"\r\n\r\nnames',
+        'Content-Disposition: form-data; name="file"; filename="Ωmega notes.txt"\r\nContent-Type: text/plain\r\n\r\nThe omega notes list the tides.',
+        `Content-Disposition: form-data; name="file"; filename="fallback.txt"; filename*=UTF-8''${encodeURIComponent('Über den Hafen.md')}\r\n\r\n# Harbour\nThe harbour closes at dusk.`,
+      ]),
+    );
+    assert.equal(named.status, 201, await named.clone().text());
+    const documents = ((await named.json()) as { documents: Array<{ file: string; title: string; collection: string }> }).documents;
+    assert.deepEqual(
+      documents.map((document) => [document.file, document.collection]),
+      [
+        ['Ωmega notes.txt', 'names'],
+        ['Über den Hafen.md', 'names'],
+      ],
+    );
+    assert.equal(documents[0]?.title, 'Ωmega notes');
+
+    const cut = await refusal(
+      await send(raw(['Content-Disposition: form-data; name="file"; filename="cut.txt"\r\n\r\nThis file never ends'], '')),
+    );
+    assert.deepEqual([cut.status, cut.code], [400, 'invalid_request']);
+    assert.match(cut.message, /multipart body cannot be read/);
+
+    const latin1 = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="caf`),
+      Buffer.from([0xe9]),
+      Buffer.from(`.txt"\r\n\r\nCoffee.\r\n--${boundary}--\r\n`),
+    ]);
+    const notUtf8 = await refusal(await send(latin1));
+    assert.deepEqual([notUtf8.status, notUtf8.code], [400, 'invalid_request']);
+    assert.equal((await server.fetch('/api/rag/documents?collection=names', { headers: auth })).status, 200);
+  });
+
+  it('refuses an upload of more than 1000 files with 413 and indexes none of them', async () => {
+    const files = Array.from({ length: 1001 }, (_, index): [string, string] => [`tiny-${index}.txt`, `Tiny file ${index}.`]);
+    const response = await refusal(await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form(files, 'tiny') }));
+    assert.deepEqual([response.status, response.code], [413, 'payload_too_large']);
+    assert.match(response.message, /at most 1000 files/);
+    assert.equal((await server.fetch('/api/rag/documents?collection=tiny', { headers: auth })).status, 404);
+  });
+
   it('replaces a file uploaded again under the same name into the same collection', async () => {
     const first = (await (
       await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form([['faq.txt', 'Lunch is at noon.']], 'faq') })

@@ -1,10 +1,10 @@
 /**
- * POST /api/rag/documents: one document as JSON, or files as multipart/form-data (busboy), answered
+ * POST /api/rag/documents: one document as JSON, or files as multipart/form-data, answered
  * as one JSON reply or, with `Accept: application/x-ndjson`, as one progress line per stage of
  * every document and a summary line. Each file of an upload stands alone: the ones that go in stay
  * in when another fails.
  */
-import busboy from 'busboy';
+import { getMultipartBoundary, MaxPartsExceededError, type MultipartPart, MultipartParser } from '@remix-run/multipart-parser';
 import * as v from 'valibot';
 import { parseWith } from '../auth/validation.js';
 import { loopBusyFor, nextTurn } from '../core/loop-share.js';
@@ -64,17 +64,18 @@ function mebibytes(bytes: number): string {
 }
 
 /**
- * One file's bytes from the pieces busboy handed out. They are views of the request body's buffer
- * when it was read into one (a declared length): when they lie end to end, the file is one more
- * view of it, with no copy. A file that is a small part of a large body is copied, so that handing
- * it to a worker thread (which copies the whole buffer under a view) copies no more than the file.
+ * One file's bytes from the views the parser collected. They are views of the request body's
+ * buffer when it was read into one (a declared length): when they lie end to end, the file is one
+ * more view of it, with no copy. A file that is a small part of a large body is copied, so that
+ * handing it to a worker thread (which copies the whole buffer under a view) copies no more than
+ * the file.
  */
-function joined(chunks: readonly Buffer[]): Buffer {
+function joined(chunks: readonly Uint8Array[]): Buffer {
   const first = chunks[0];
   if (first === undefined) return Buffer.alloc(0);
   let end = first.byteOffset + first.length;
   for (let index = 1; index < chunks.length; index += 1) {
-    const chunk = chunks[index] as Buffer;
+    const chunk = chunks[index] as Uint8Array;
     if (chunk.buffer !== first.buffer || chunk.byteOffset !== end) return Buffer.concat(chunks);
     end += chunk.length;
   }
@@ -83,81 +84,83 @@ function joined(chunks: readonly Buffer[]): Buffer {
   return Buffer.from(first.buffer, first.byteOffset, length);
 }
 
-/** The files and the collection of a multipart body; refuses the whole request on a limit or an unreadable type. */
+/** Most files one upload may hold, and most parts (files and fields) in all. */
+const MAX_FILES = 1000;
+const MAX_PARTS = 1100;
+
+/** A body the parser cannot read: a missing boundary, a broken part, bytes that are not UTF-8 in a part's headers. */
+function unreadable(error: unknown): ApiError {
+  const reason = error instanceof Error ? error.message.replace(/\.$/, '') : String(error);
+  return new ApiError('invalid_request', `The multipart body cannot be read: ${reason}.`);
+}
+
+/**
+ * The files and the collection of a multipart body; refuses the whole request on a limit or an
+ * unreadable type. The parser finds boundaries with Buffer.indexOf and hands out views of the
+ * pieces it was given, so a body costs a few searches, not a pass over every byte in JavaScript.
+ */
 async function parseMultipart(
   contentType: string,
   pieces: AsyncIterable<Buffer>,
   maxFileBytes: number,
 ): Promise<{ files: UploadedFile[]; collection: string | undefined }> {
-  const files: UploadedFile[] = [];
-  let collection: string | undefined;
-  const problems: ApiError[] = [];
-  let parser: busboy.Busboy;
-  try {
-    parser = busboy({
-      headers: { 'content-type': contentType },
-      limits: { fileSize: maxFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024, parts: 1100 },
-    });
-  } catch (error) {
-    throw new ApiError('invalid_request', `The multipart body cannot be read: ${(error as Error).message}.`);
-  }
-  let broken: ApiError | undefined;
-  const parsed = new Promise<void>((resolve, reject) => {
-    parser.on('file', (_field, stream, info) => {
-      const name = info.filename || 'upload';
-      const chunks: Buffer[] = [];
-      let truncated = false;
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      // A body cut off mid-file (a limit passed, the client gone) ends the parse with its own error.
-      stream.on('error', () => undefined);
-      stream.on('limit', () => {
-        truncated = true;
-      });
-      stream.on('close', () => {
-        if (truncated) {
-          problems.push(
-            new ApiError('payload_too_large', `${name} is larger than the ${mebibytes(maxFileBytes)} file limit (rag.max_file_bytes).`),
-          );
-          return;
-        }
-        const format = formatFromFileName(name) ?? MEDIA_TYPES[info.mimeType.toLowerCase()];
-        if (!format) {
-          problems.push(
-            new ApiError('unsupported_media_type', `${name} is not a file type the knowledge base reads (.txt, .md, .html, .pdf, .docx).`),
-          );
-          return;
-        }
-        files.push({ name, format, bytes: joined(chunks) });
-      });
-    });
-    parser.on('field', (field, value) => {
-      if (field === 'collection') collection = value;
-    });
-    parser.on('filesLimit', () => problems.push(new ApiError('payload_too_large', 'An upload may hold at most 1000 files.')));
-    parser.on('error', (error: Error) => {
-      broken = new ApiError('invalid_request', `The multipart body cannot be read: ${error.message}.`);
-      reject(broken);
-    });
-    parser.on('close', () => resolve());
+  const boundary = getMultipartBoundary(contentType);
+  if (!boundary) throw unreadable('the Content-Type header names no boundary');
+  // The request body's own limit (rag.max_upload_bytes) bounds what the parser holds; a file over
+  // rag.max_file_bytes is refused below by name, after its part ended.
+  const parser = new MultipartParser(boundary, {
+    maxFileSize: Number.POSITIVE_INFINITY,
+    maxTotalSize: Number.POSITIVE_INFINITY,
+    maxParts: MAX_PARTS,
   });
+  const files: UploadedFile[] = [];
+  const problems: ApiError[] = [];
+  let fileCount = 0;
+  let collection: string | undefined;
+  const take = (part: MultipartPart): void => {
+    if (!part.isFile) {
+      if (part.name === 'collection') collection = part.text;
+      return;
+    }
+    fileCount += 1;
+    if (fileCount > MAX_FILES) {
+      if (fileCount === MAX_FILES + 1) problems.push(new ApiError('payload_too_large', `An upload may hold at most ${MAX_FILES} files.`));
+      return;
+    }
+    const name = part.filename || 'upload';
+    if (part.size > maxFileBytes) {
+      problems.push(
+        new ApiError('payload_too_large', `${name} is larger than the ${mebibytes(maxFileBytes)} file limit (rag.max_file_bytes).`),
+      );
+      return;
+    }
+    const format = formatFromFileName(name) ?? MEDIA_TYPES[(part.mediaType ?? '').toLowerCase()];
+    if (!format) {
+      problems.push(
+        new ApiError('unsupported_media_type', `${name} is not a file type the knowledge base reads (.txt, .md, .html, .pdf, .docx).`),
+      );
+      return;
+    }
+    files.push({ name, format, bytes: joined(part.content) });
+  };
+  const feed = (piece: Buffer | undefined): void => {
+    try {
+      if (piece === undefined) parser.finish();
+      else for (const part of parser.write(piece)) take(part);
+    } catch (error) {
+      if (error instanceof MaxPartsExceededError) throw new ApiError('payload_too_large', `An upload may hold at most ${MAX_PARTS} parts.`);
+      throw unreadable(error);
+    }
+  };
   // Parsed as it arrives, a turn at a time when the loop is busy: many uploads that arrive together
   // never leave their whole parsing for the moment their last bytes land.
-  parsed.catch(() => undefined);
-  try {
-    for await (const piece of pieces) {
-      if (broken) break;
-      // Asked before the work, not after: when many uploads end in the same turn, each one's parse
-      // (and the file it completes) waits for a turn of its own once the loop has been busy.
-      if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
-      parser.write(piece);
-    }
-  } catch (error) {
-    parser.destroy();
-    throw error;
+  for await (const piece of pieces) {
+    // Asked before the work, not after: when many uploads end in the same turn, each one's parse
+    // (and the file it completes) waits for a turn of its own once the loop has been busy.
+    if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
+    if (piece.length > 0) feed(piece);
   }
-  if (broken) throw broken;
-  parser.end();
-  await parsed;
+  feed(undefined);
   const refusal = problems.find((problem) => problem.code === 'payload_too_large') ?? problems[0];
   if (refusal) throw refusal;
   if (collection !== undefined && !COLLECTION_PATTERN.test(collection)) {
