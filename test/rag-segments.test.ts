@@ -320,4 +320,36 @@ describe('segment planning', () => {
       sorted.map((term) => expected.get(term)),
     );
   });
+
+  it('yields inside a large document and still chains every term through the documents that hold it, in order', async () => {
+    // 9,000 distinct terms in the middle document (as from a worker thread): steps end inside it.
+    const vocabulary = (count: number, prefix: string) => Array.from({ length: count }, (_, index) => `${prefix}${index}`).join(' ');
+    const contents = [vocabulary(500, 'a'), `${vocabulary(9000, 'b')} ${vocabulary(300, 'a')}`, `${vocabulary(700, 'b')} c0`];
+    const documents: DocumentToWrite[] = contents.map((text, position) => {
+      const { lengths, postings } = buildPostings([text], false);
+      const content: PreparedContent = { title: undefined, chars: 0, texts: [text], lengths, pages: undefined, postings };
+      const received = unpackOutcome(structuredClone(packOutcome({ ok: true, content })));
+      assert.ok(received.ok);
+      const id = String(position);
+      return { id, key: id, title: 't', url: undefined, collection: 'c', format: 'text', content: received.content };
+    });
+    let yields = 0;
+    const plan = await planSegment(documents, async () => {
+      yields += 1;
+    });
+    assert.ok(yields >= 3, `planning yielded ${yields} times`);
+    assert.equal(plan.terms.length, 9501);
+    const held = documents.map((document) => new Set(document.content.postings.terms));
+    for (let at = 0; at < plan.terms.length; at += 1) {
+      const term = plan.terms[at] as string;
+      const holders = held.flatMap((terms, position) => (terms.has(term) ? [position] : []));
+      const chained: number[] = [];
+      for (let occurrence = plan.heads[at] as number; occurrence !== -1; occurrence = plan.next[occurrence] as number) {
+        const position = plan.documentOf[occurrence] as number;
+        assert.equal(documents[position]?.content.postings.terms[plan.indexIn[occurrence] as number], term);
+        chained.push(position);
+      }
+      assert.deepEqual(chained, holders, term);
+    }
+  });
 });
