@@ -430,6 +430,36 @@ describe('uploading files to the knowledge base', () => {
     assert.equal((await server.fetch('/api/rag/documents?collection=names', { headers: auth })).status, 200);
   });
 
+  it('ignores what follows the closing boundary, even when it arrives in a piece of its own', async () => {
+    const boundary = 'colloquy-epilogue-boundary';
+    const body = Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="epilogue.txt"\r\n\r\n` +
+        `The epilogue notes say the gate opens at six.\r\n--${boundary}--`,
+    );
+    const pieces = [body, Buffer.from('\r\n'), Buffer.from('an epilogue, which readers ignore\r\n')];
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller: ReadableStreamDefaultController<Uint8Array>) {
+        const piece = pieces.shift();
+        if (piece === undefined) {
+          controller.close();
+          return;
+        }
+        controller.enqueue(new Uint8Array(piece));
+        // Apart in time, so the server reads each piece on its own.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      },
+    });
+    const response = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(response.status, 201, await response.clone().text());
+    const passages = await server.services.knowledge.retrieve('epilogue gate opens', { topK: 1 });
+    assert.match(passages[0]?.text ?? '', /gate opens at six/);
+  });
+
   it('refuses an upload of more than 1000 files with 413 and indexes none of them', async () => {
     const files = Array.from({ length: 1001 }, (_, index): [string, string] => [`tiny-${index}.txt`, `Tiny file ${index}.`]);
     const response = await refusal(await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form(files, 'tiny') }));

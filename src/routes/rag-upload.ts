@@ -143,10 +143,25 @@ async function parseMultipart(
     }
     files.push({ name, format, bytes: joined(part.content) });
   };
+  // True once the closing boundary was read: what follows it is an epilogue, which readers ignore
+  // (RFC 2046), and the parser refuses any write after its end (finish() throws until then).
+  let ended = false;
+  const hasEnded = (): boolean => {
+    try {
+      parser.finish();
+      return true;
+    } catch {
+      return false;
+    }
+  };
   const feed = (piece: Buffer | undefined): void => {
+    if (ended) return;
     try {
       if (piece === undefined) parser.finish();
-      else for (const part of parser.write(piece)) take(part);
+      else {
+        for (const part of parser.write(piece)) take(part);
+        ended = hasEnded();
+      }
     } catch (error) {
       if (error instanceof MaxPartsExceededError) throw new ApiError('payload_too_large', `An upload may hold at most ${MAX_PARTS} parts.`);
       throw unreadable(error);
