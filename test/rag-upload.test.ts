@@ -430,7 +430,7 @@ describe('uploading files to the knowledge base', () => {
     assert.equal((await server.fetch('/api/rag/documents?collection=names', { headers: auth })).status, 200);
   });
 
-  it('ignores what follows the closing boundary, even when it arrives in a piece of its own', async () => {
+  it('ignores a preamble and what follows the closing boundary, even when that arrives in a piece of its own', async () => {
     const boundary = 'colloquy-epilogue-boundary';
     const body = Buffer.from(
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="epilogue.txt"\r\n\r\n` +
@@ -458,6 +458,14 @@ describe('uploading files to the knowledge base', () => {
     assert.equal(response.status, 201, await response.clone().text());
     const passages = await server.services.knowledge.retrieve('epilogue gate opens', { topK: 1 });
     assert.match(passages[0]?.text ?? '', /gate opens at six/);
+
+    // Text before the first delimiter (a preamble) is ignored too.
+    const preamble = await server.fetch('/api/rag/documents', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body: `This is a MIME preamble.\r\n${body.toString()}\r\n`,
+    });
+    assert.equal(preamble.status, 201, await preamble.clone().text());
   });
 
   it('refuses an upload of more than 1000 files with 413 and indexes none of them', async () => {

@@ -95,6 +95,17 @@ function unreadable(error: unknown): ApiError {
 }
 
 /**
+ * The body's first piece from its first delimiter on: text before it (a preamble, which MIME
+ * allows and readers ignore) is dropped when the piece holds the delimiter, on a line of its own.
+ */
+function withoutPreamble(piece: Buffer, boundary: string): Buffer {
+  const delimiter = `--${boundary}`;
+  if (piece.subarray(0, delimiter.length).toString('latin1') === delimiter) return piece;
+  const at = piece.indexOf(`\r\n${delimiter}`);
+  return at < 0 ? piece : piece.subarray(at + 2);
+}
+
+/**
  * The files and the collection of a multipart body; refuses the whole request on a limit or an
  * unreadable type. The parser finds boundaries with Buffer.indexOf and hands out views of the
  * pieces it was given, so a body costs a few searches, not a pass over every byte in JavaScript.
@@ -169,11 +180,14 @@ async function parseMultipart(
   };
   // Parsed as it arrives, a turn at a time when the loop is busy: many uploads that arrive together
   // never leave their whole parsing for the moment their last bytes land.
+  let first = true;
   for await (const piece of pieces) {
     // Asked before the work, not after: when many uploads end in the same turn, each one's parse
     // (and the file it completes) waits for a turn of its own once the loop has been busy.
     if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
-    if (piece.length > 0) feed(piece);
+    if (piece.length === 0) continue;
+    feed(first ? withoutPreamble(piece, boundary) : piece);
+    first = false;
   }
   feed(undefined);
   const refusal = problems.find((problem) => problem.code === 'payload_too_large') ?? problems[0];
