@@ -48,12 +48,18 @@ async function firstOfEachShape(usage: LmdbUsageStore, counters?: LmdbQuotaCount
   if (counters) await (await counters.take('user:ada', { start: 0, lengthMs: 86_400_000 }, 10, 1)).durable;
 }
 
+/** A new store with usage records and quota counters, each shape already written once. */
+async function primedStore(): Promise<{ storage: LmdbStorage; usage: LmdbUsageStore; counters: LmdbQuotaCounters }> {
+  const storage = new LmdbStorage(scratch());
+  const usage = new LmdbUsageStore(storage);
+  const counters = new LmdbQuotaCounters(storage);
+  await firstOfEachShape(usage, counters);
+  return { storage, usage, counters };
+}
+
 describe('usage records in LMDB', () => {
   it('ride the commit of the next quota take: a record and a take cost one transaction', async () => {
-    const storage = new LmdbStorage(scratch());
-    const usage = new LmdbUsageStore(storage);
-    const counters = new LmdbQuotaCounters(storage);
-    await firstOfEachShape(usage, counters);
+    const { storage, usage, counters } = await primedStore();
     const before = lastTransaction(storage);
     const written = usage.record(usageRecord(1_000));
     // The next request arrives a turn later, as it does under load.
@@ -70,10 +76,7 @@ describe('usage records in LMDB', () => {
   });
 
   it('keep riding the takes while requests keep coming, for longer than the wait for a take', async () => {
-    const storage = new LmdbStorage(scratch());
-    const usage = new LmdbUsageStore(storage);
-    const counters = new LmdbQuotaCounters(storage);
-    await firstOfEachShape(usage, counters);
+    const { storage, usage, counters } = await primedStore();
     const before = lastTransaction(storage);
     const rounds = 60;
     const written: Promise<void>[] = [];
