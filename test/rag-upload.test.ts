@@ -468,11 +468,19 @@ describe('uploading files to the knowledge base', () => {
     assert.equal(preamble.status, 201, await preamble.clone().text());
   });
 
-  it('refuses an upload of more than 1000 files with 413 and indexes none of them', async () => {
+  it('refuses an upload of more than 1000 files, or 1100 parts, with 413 and indexes none of them', async () => {
     const files = Array.from({ length: 1001 }, (_, index): [string, string] => [`tiny-${index}.txt`, `Tiny file ${index}.`]);
     const response = await refusal(await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: form(files, 'tiny') }));
     assert.deepEqual([response.status, response.code], [413, 'payload_too_large']);
     assert.match(response.message, /at most 1000 files/);
+    assert.equal((await server.fetch('/api/rag/documents?collection=tiny', { headers: auth })).status, 404);
+
+    // Parts of any kind count too: 1101 fields and one file.
+    const crowded = form([['one.txt', 'One file among many fields.']], 'tiny');
+    for (let index = 0; index < 1100; index += 1) crowded.append(`note${index}`, 'x');
+    const parts = await refusal(await server.fetch('/api/rag/documents', { method: 'POST', headers: auth, body: crowded }));
+    assert.deepEqual([parts.status, parts.code], [413, 'payload_too_large']);
+    assert.match(parts.message, /at most 1100 parts/);
     assert.equal((await server.fetch('/api/rag/documents?collection=tiny', { headers: auth })).status, 404);
   });
 
