@@ -219,7 +219,7 @@ export function operations(planNames: string[]): Record<string, Operation> {
           file: {
             type: 'array',
             items: { type: 'string', contentMediaType: 'application/octet-stream' },
-            description: 'One or many files, under any field name.',
+            description: 'One or many files (at most 1000), under any field name; file names are read as UTF-8.',
           },
         },
       },
