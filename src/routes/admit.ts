@@ -28,11 +28,14 @@ function credentials(context: HttpContext): Credentials {
 
 /** The caller of a request (API key, admin token, or anonymous by address). */
 export function identify(services: Services, context: HttpContext): Promise<Caller> {
+  // A request's reads start here: they see what was written before it came, through any process.
+  services.storage.freshen();
   return services.auth.caller(credentials(context));
 }
 
 /** The admin caller; refuses everyone else (404 when the admin API is disabled). */
 export function requireAdmin(services: Services, context: HttpContext): Promise<Caller> {
+  services.storage.freshen();
   return services.auth.admin(credentials(context));
 }
 

@@ -181,6 +181,9 @@ export class RedisStorage implements Storage {
   /** Every write was acknowledged by Redis before its call resolved: nothing is pending here. */
   async flush(): Promise<void> {}
 
+  /** Every read goes to the server, which has every acknowledged write. */
+  freshen(): void {}
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -16,6 +16,11 @@ export interface Storage {
   check(): Promise<StorageHealth>;
   /** Waits for every pending write to be durable. */
   flush(): Promise<void>;
+  /**
+   * Called as a request starts reading: the reads that follow see every write committed before,
+   * by this process or another one (a worker beside it, the CLI).
+   */
+  freshen(): void;
   close(): Promise<void>;
 }
 
