@@ -4,25 +4,14 @@
  * graceful close see every record, on a real LMDB environment on disk.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { LmdbStorage } from '../src/store/lmdb.js';
 import { LmdbQuotaCounters } from '../src/store/lmdb-quota.js';
 import { LmdbUsageStore } from '../src/store/lmdb-usage.js';
 import type { UsageRecord } from '../src/store/types.js';
+import { scratchDirectories } from './helpers/scratch.js';
 
-const directories: string[] = [];
-afterEach(() => {
-  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
-});
-
-function scratch(): string {
-  const directory = mkdtempSync(join(tmpdir(), 'colloquy-deferred-'));
-  directories.push(directory);
-  return directory;
-}
+const scratch = scratchDirectories('deferred');
 
 function usageRecord(time: number, subject = 'user:ada'): UsageRecord {
   return { time, subject, key_id: null, model: 'builtin', route: '/api/chat/', input_tokens: 3, output_tokens: 5, status: 200 };

@@ -6,27 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { HttpContext } from '../src/http/types.js';
 import { identify, requireAdmin } from '../src/routes/admit.js';
 import type { Services } from '../src/services.js';
 import { LmdbStorage } from '../src/store/lmdb.js';
 import { LmdbApiKeyStore } from '../src/store/lmdb-keys.js';
 import type { ApiKeyRecord } from '../src/store/types.js';
+import { scratchDirectories } from './helpers/scratch.js';
 
-const directories: string[] = [];
-afterEach(() => {
-  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
-});
-
-function scratch(): string {
-  const directory = mkdtempSync(join(tmpdir(), 'colloquy-fresh-'));
-  directories.push(directory);
-  return directory;
-}
+const scratch = scratchDirectories('fresh');
 
 function keyRecord(keyId: string): ApiKeyRecord {
   return {
