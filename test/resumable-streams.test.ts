@@ -149,6 +149,19 @@ describe('resumable streams', () => {
     assert.equal((await resume(streamId, undefined)).status, 204);
   });
 
+  test('the client that starts a stream gets all of it, even when the upstream sends more than max_bytes at once', async () => {
+    // The burst comes as soon as the upstream answers: the first client must already be following,
+    // or the log (and the run's memory) would drop the start before it reads (seen on Redis).
+    for (let round = 0; round < 5; round++) {
+      const frames = await readUntil(await startStream({ message: 'a long answer' }), (seen) =>
+        seen.some((frame) => frame.event === 'done'),
+      );
+      assert.equal(frames[0]?.event, 'start', JSON.stringify(frames.slice(0, 2)));
+      assert.equal(deltas(frames), Array.from({ length: 600 }, (_, index) => `long${index} `).join(''));
+      assert.equal(frames.at(-1)?.event, 'done');
+    }
+  });
+
   test('a log past max_bytes keeps the newest events and says stream_expired to an old resume', async () => {
     const first = await startStream({ message: 'a long answer' });
     const frames = await readUntil(first, (seen) => seen.some((frame) => frame.event === 'done'));

@@ -58,6 +58,12 @@ export interface RunStart {
   model: string;
 }
 
+/** A client reading a run: it says how far it has written, and when it leaves. */
+export interface Follower {
+  advance(seq: number): void;
+  leave(): void;
+}
+
 /** One generation and its followers. */
 export class ResumableRun {
   readonly id = `st_${randomBytes(12).toString('hex')}`;
@@ -98,7 +104,7 @@ export class ResumableRun {
    * A follower arrived at `cursor`: no detached clock runs while one reads, and the events it has
    * not written yet stay in memory (a live follower is never handed a gap: the generation waits).
    */
-  attach(cursor: number): { advance(seq: number): void; leave(): void } {
+  attach(cursor: number): Follower {
     const handle = Symbol('follower');
     this.cursors.set(handle, cursor);
     if (this.detachTimer) clearTimeout(this.detachTimer);

@@ -5,7 +5,7 @@
  * follow live; `POST /api/chat/stream/{stream_id}/cancel` stops the generation on purpose. A stream
  * that is unknown, someone else's or expired answers 204 (the SSE signal to stop reconnecting).
  */
-import { Cancelled, type ResumableRun, type StreamEntry } from '../core/resumable-runs.js';
+import { Cancelled, type Follower, type ResumableRun, type StreamEntry } from '../core/resumable-runs.js';
 import type { HttpContext, ResponseStream, Route } from '../http/types.js';
 import type { Services } from '../services.js';
 import type { StreamMeta } from '../store/types.js';
@@ -77,10 +77,11 @@ async function follow(
   surface: Surface,
   after: number,
   meta: StreamMeta,
+  attached?: Follower,
 ): Promise<void> {
   const encoder = new FollowerEncoder(streamId, surface, performance.now());
   let run = services.resumable.live(streamId);
-  const follower = run?.attach(after);
+  const follower = attached ?? run?.attach(after);
   try {
     if (after > 0) {
       for (const entry of await entriesAfter(services, streamId, run, Math.max(0, meta.first_seq - 1))) {
@@ -146,13 +147,23 @@ export async function serveResumable(
   // Nothing goes out before the quota take is on disk.
   await admitted.job.reservation.durable;
   const run = await replies.startResumable(context, admitted);
-  if (context.signal.aborted) return;
+  // The first client follows from the first event on, attached before anything else is awaited: a
+  // burst of the upstream may otherwise fill the log past max_bytes before it reads, and the
+  // client that started the stream would be told its start was no longer kept.
+  const follower = run.attach(0);
+  if (context.signal.aborted) {
+    follower.leave();
+    return;
+  }
   const stream = openStream(context, surface, admitted.headers);
   services.metrics.activeStreams.inc();
   try {
-    if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) return;
-    const meta = (await services.resumable.log.metaOf(run.id)) ?? { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
-    await follow(services, stream, run.id, surface, 0, meta);
+    if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) {
+      follower.leave();
+      return;
+    }
+    const meta: StreamMeta = { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
+    await follow(services, stream, run.id, surface, 0, meta, follower);
   } finally {
     services.metrics.activeStreams.dec();
     stream.end();
