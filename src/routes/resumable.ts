@@ -158,13 +158,11 @@ export async function serveResumable(
   const stream = openStream(context, surface, admitted.headers);
   services.metrics.activeStreams.inc();
   try {
-    if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) {
-      follower.leave();
-      return;
-    }
+    if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) return;
     const meta: StreamMeta = { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
     await follow(services, stream, run.id, surface, 0, meta, follower);
   } finally {
+    follower.leave();
     services.metrics.activeStreams.dec();
     stream.end();
   }
