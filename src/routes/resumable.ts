@@ -68,7 +68,8 @@ async function entriesAfter(services: Services, streamId: string, run: Resumable
 
 /**
  * Writes the stream to one client from `after` on, live until its last event. Earlier kept events
- * only prime the encoder (the SSE `sources` event carries the search summary that came before it).
+ * (from `firstKept`, the log's first) only prime the encoder (the SSE `sources` event carries the
+ * search summary that came before it).
  */
 async function follow(
   services: Services,
@@ -76,7 +77,7 @@ async function follow(
   streamId: string,
   surface: Surface,
   after: number,
-  meta: StreamMeta,
+  firstKept: number,
   attached?: Follower,
 ): Promise<void> {
   const encoder = new FollowerEncoder(streamId, surface, performance.now());
@@ -84,7 +85,7 @@ async function follow(
   const follower = attached ?? run?.attach(after);
   try {
     if (after > 0) {
-      for (const entry of await entriesAfter(services, streamId, run, Math.max(0, meta.first_seq - 1))) {
+      for (const entry of await entriesAfter(services, streamId, run, Math.max(0, firstKept - 1))) {
         if (entry.seq > after) break;
         encoder.frame(entry, false);
       }
@@ -159,8 +160,7 @@ export async function serveResumable(
   services.metrics.activeStreams.inc();
   try {
     if (surface === 'sse' && !(await stream.write('retry: 1000\n\n'))) return;
-    const meta: StreamMeta = { owner: run.owner, first_seq: 1, last_seq: 0, bytes: 0, ended_at: null };
-    await follow(services, stream, run.id, surface, 0, meta, follower);
+    await follow(services, stream, run.id, surface, 0, 1, follower);
   } finally {
     follower.leave();
     services.metrics.activeStreams.dec();
@@ -212,7 +212,7 @@ export function resumableRoutes(services: Services): Route[] {
         );
         return;
       }
-      await follow(services, stream, streamId, surface, after, meta);
+      await follow(services, stream, streamId, surface, after, meta.first_seq);
     } finally {
       services.metrics.activeStreams.dec();
       stream.end();
