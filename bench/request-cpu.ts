@@ -61,6 +61,14 @@ const SHAPES: Shape[] = [
     bodies: [JSON.stringify({ model: MOCK_MODEL_ID, messages: [{ role: 'user', content: 'Say something short.' }] })],
   },
   {
+    // Paced deltas, each its own upstream read: what every stage costs per delta of a stream.
+    name: 'gateway SSE stream',
+    rate: 1000,
+    upstream: true,
+    path: '/api/chat/stream',
+    bodies: [JSON.stringify({ message: 'Stream to me. [mock chunks=20 interval_ms=2 size=8]', model: MOCK_MODEL_ID })],
+  },
+  {
     name: 'bare proxy (reference)',
     rate: 4000,
     upstream: true,

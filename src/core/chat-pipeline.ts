@@ -1,15 +1,17 @@
 /**
  * The one generation core shared by every chat-like route: conversation, sources, generate,
- * persist, as events. It takes an admitted job and a cancellation signal and yields ChatEvents in
- * batches (what is ready at once, e.g. the deltas of one upstream read, comes as one array, never
- * empty); it never sees a socket, a header or a status. Errors never escape as exceptions: they
- * end the sequence with one `error` event. When the signal aborts, the sequence just stops.
+ * persist, as events. It takes an admitted job, a cancellation signal and a sink, and pushes
+ * ChatEvents to the sink in batches (what is ready at once, e.g. the deltas of one upstream read,
+ * comes as one array, never empty), waiting while the sink cannot take more; it never sees a
+ * socket, a header or a status. Errors never escape as exceptions: they end the sequence with one
+ * `error` event. When the signal aborts, or the sink stops taking events, the sequence just stops;
+ * either way the quota is settled and a partial answer saved before the run resolves.
  */
 import type { ChatEvent, QuotaStamp } from '../domain/types.js';
 import { isoTime } from '../domain/iso-time.js';
 import { ApiError, ServerShutdown, toApiError } from '../errors.js';
 import type { SessionMessage } from '../store/types.js';
-import type { ChatDependencies, ChatJob } from './chat-job.js';
+import type { ChatDependencies, ChatJob, ChatSink } from './chat-job.js';
 import { buildConversation, conversationOf, hasEarlierTurns } from './conversation.js';
 import { estimateTokensFromChars } from '../providers/builtin.js';
 import { promptChars } from './chat-request.js';
@@ -22,8 +24,8 @@ import type { CancelSignal } from '../domain/cancel.js';
 export class ChatPipeline {
   constructor(private readonly deps: ChatDependencies) {}
 
-  /** The events of one job in batches: start, progress, sources, thinking, delta, then done or error. */
-  async *run(job: ChatJob, signal: CancelSignal): AsyncGenerator<ChatEvent[]> {
+  /** Pushes the events of one job in batches: start, progress, sources, thinking, delta, then done or error. */
+  async run(job: ChatJob, signal: CancelSignal, emit: ChatSink): Promise<void> {
     const { deps } = this;
     const { request, model, reservation } = job;
     if (signal.aborted) {
@@ -38,33 +40,35 @@ export class ChatPipeline {
     let tokensSettled = false;
     const promptTokens = estimateTokensFromChars(promptChars(request, job.given));
 
-    yield [
+    const opening: ChatEvent[] = [
       { type: 'start', model: model.id, sessionId: request.session_id, quota: reservation.stamp },
       { type: 'progress', stage: 'accepted', message: 'Request accepted' },
     ];
+    if (!(await emit(opening))) return;
     try {
       // Without a session nothing is read: the conversation is built without a promise round-trip.
       const conversation = job.request.session_id === undefined || job.given ? conversationOf(job, []) : await buildConversation(job, deps);
       if (hasEarlierTurns(job)) {
-        yield [
-          {
-            type: 'progress',
-            stage: 'history',
-            message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
-          },
-        ];
+        const history: ChatEvent = {
+          type: 'progress',
+          stage: 'history',
+          message: `Loaded ${conversation.storedTurns} stored and ${conversation.givenTurns} given turns`,
+        };
+        if (!(await emit([history]))) return;
       }
-      const gathered = wantsSources(job) ? yield* gatherSources(job, deps, signal) : NO_SOURCES;
+      const gathered = wantsSources(job) ? await gatherSources(job, deps, signal, emit) : NO_SOURCES;
+      if (gathered === undefined) return;
       const bounds = { maxBytes: deps.maxAnswerBytes, maxTokens: request.max_tokens };
-      const generated = yield* generate(job, deps, conversation.messages, gathered, answer, bounds, signal);
+      const generated = await generate(job, deps, conversation.messages, gathered, answer, bounds, signal, emit);
+      if (generated === undefined) return;
       if (request.session_id !== undefined) {
-        yield [{ type: 'progress', stage: 'saving', message: 'Saving the turn to the session' }];
+        if (!(await emit([{ type: 'progress', stage: 'saving', message: 'Saving the turn to the session' }]))) return;
         await persistTurn(job, deps, newTurn, answer, { incomplete: generated.truncated });
       }
       settled = true;
       tokensSettled = true;
       const quota = await reservation.settle(generated.usage.input_tokens + generated.usage.output_tokens);
-      yield [
+      await emit([
         {
           type: 'done',
           finishReason: generated.finishReason,
@@ -74,7 +78,7 @@ export class ChatPipeline {
           attempts: generated.attempts,
           quota,
         },
-      ];
+      ]);
     } catch (error) {
       // A client that left is not written to; a server shutting down tells the client it stops.
       if (signal.aborted && !(signal.reason instanceof ServerShutdown)) return;
@@ -83,11 +87,11 @@ export class ChatPipeline {
       // Nothing was produced: the caller got nothing for their quota, so it goes back.
       tokensSettled = true;
       const quota = answer.produced ? await this.settleProduced(job, promptTokens, answer) : await this.refund(job);
-      yield [{ type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) }];
+      await emit([{ type: 'error', code: apiError.code, message: apiError.message, ...(quota ? { quota } : {}) }]);
     } finally {
       // A client that left pays for the prompt and what was produced (never less than the prompt).
       if (!tokensSettled) await this.settleProduced(job, promptTokens, answer);
-      // Reached on abort, on failure and when the consumer stopped reading (client gone).
+      // Reached on abort, on failure and when the consumer stopped taking events (client gone).
       if (!settled && (answer.text.length > 0 || answer.toolCalls.length > 0)) {
         await persistTurn(job, deps, newTurn, answer, { incomplete: true }).catch((saveError: unknown) =>
           deps.logger.error({ err: saveError }, 'saving a partial turn failed'),

@@ -3,10 +3,11 @@
  * when deep thinking was asked for and never mixed into the answer; NDJSON `generating` progress
  * is repeated at most every PROGRESS_INTERVAL_MS with the number of answer deltas so far.
  *
- * Events come out in batches: everything one provider batch (one upstream read) produced is
- * yielded as one array, and a batch is always handed on before the stage waits for the provider,
- * so batching never holds an event back. A JSON reply folds a batch in one go; a stream still
- * writes it frame by frame.
+ * Events are pushed to the consumer in batches: everything one provider batch (one upstream read)
+ * produced goes out as one array, and a batch is always handed on before the stage waits for the
+ * provider, so batching never holds an event back. A JSON reply folds a batch in one go; a stream
+ * still writes it frame by frame. Between two upstream reads a stream keeps only the provider's
+ * pending read: no suspended generator per stage.
  */
 import {
   type Attempt,
@@ -22,7 +23,7 @@ import type { ProviderMessage } from '../providers/types.js';
 import type { ModelCooldowns } from '../providers/cooldown.js';
 import type { ResolvedModel } from '../providers/registry.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
-import type { ChatDependencies, ChatJob } from './chat-job.js';
+import type { ChatDependencies, ChatJob, ChatSink } from './chat-job.js';
 import { loopBusyFor, nextTurn } from './loop-share.js';
 import type { Gathered } from './sources.js';
 import type { CancelSignal } from '../domain/cancel.js';
@@ -111,11 +112,12 @@ function candidatesOf(job: ChatJob, cooldowns: ModelCooldowns): { tried: Resolve
 }
 
 /**
- * Streams the model's reply for the conversation and sources, recording the answer as it goes.
- * When the upstream fails before any part of the answer came, the model's fallbacks are tried in
- * order with the same request; once an answer event went out, a failure is the caller's error.
+ * Streams the model's reply for the conversation and sources to `emit`, recording the answer as it
+ * goes. When the upstream fails before any part of the answer came, the model's fallbacks are tried
+ * in order with the same request; once an answer event went out, a failure is the caller's error.
+ * Resolves to undefined when the consumer stopped taking events (the upstream request is closed).
  */
-export async function* generate(
+export async function generate(
   job: ChatJob,
   deps: Pick<ChatDependencies, 'cooldowns' | 'onAttempt'>,
   messages: ProviderMessage[],
@@ -123,9 +125,10 @@ export async function* generate(
   answer: AnswerRecord,
   bounds: AnswerBounds,
   signal: CancelSignal,
-): AsyncGenerator<ChatEvent[], Generated> {
+  emit: ChatSink,
+): Promise<Generated | undefined> {
   const { request } = job;
-  // The events produced since the last yield; handed on (yield out) before every wait.
+  // The events produced since the last push; handed on before every wait.
   let out: ChatEvent[] = [];
   const deepThinking = request.deep_thinking ?? false;
   const showThinking = deepThinking || job.alwaysShowReasoning === true;
@@ -156,8 +159,9 @@ export async function* generate(
     try {
       // Whatever is ready goes out before the wait for the upstream's first batch.
       if (out.length > 0) {
-        yield out;
+        const taken = emit(out);
         out = [];
+        if (taken !== true && !(await taken)) return undefined;
       }
       const stream = candidate.provider.stream(
         {
@@ -173,8 +177,10 @@ export async function* generate(
         },
         signal,
       );
-      // An upstream that ignores max_tokens, or never stops, is cut by our own bounds: leaving the
-      // loop returns the provider's stream, which closes the upstream request.
+      // An upstream that ignores max_tokens, or never stops, is cut by our own bounds, and a
+      // consumer that stopped taking events stops the read: leaving the loop returns the
+      // provider's stream, which closes the upstream request.
+      let stopped = false;
       batches: for await (const batch of stream) {
         // An upstream faster than its reader is read from buffers without waiting for I/O: let
         // the event loop turn every few milliseconds so other requests are not held.
@@ -233,10 +239,16 @@ export async function* generate(
           }
         }
         if (out.length > 0) {
-          yield out;
+          // A consumer that took the batch at once is not awaited: no promise round trip per read.
+          const taken = emit(out);
           out = [];
+          if (taken !== true && !(await taken)) {
+            stopped = true;
+            break;
+          }
         }
       }
+      if (stopped) return undefined;
       answered = candidate;
       deps.cooldowns.succeeded(candidate.model.id);
       deps.onAttempt?.(candidate.model.id, 'ok', attempts.length > 0);
@@ -252,7 +264,7 @@ export async function* generate(
   }
   if (!generatingReported) out.push(generating(0));
   // What a batch cut short by the bounds produced, and the stage's late report.
-  if (out.length > 0) yield out;
+  if (out.length > 0 && !(await emit(out))) return undefined;
   usage ??= {
     input_tokens: estimateTokens(messages.map((message) => message.content).join('\n')),
     output_tokens: estimateTokensFromChars(answer.chars),

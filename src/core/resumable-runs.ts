@@ -12,6 +12,7 @@ import { ServerShutdown } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LoggedEvent, StreamLogStore, StreamMeta } from '../store/types.js';
 import type { CancelSignal } from '../domain/cancel.js';
+import type { ChatSink } from './chat-job.js';
 
 /** One event as followers read it, with what the NDJSON `result` line needs at `done`. */
 export interface StreamEntry {
@@ -47,8 +48,8 @@ export interface RunObserver {
 /** What starting a run needs. */
 export interface RunStart {
   owner: string;
-  /** Runs the pipeline with the run's own signal (not the request's). */
-  events: (signal: CancelSignal) => AsyncGenerator<ChatEvent>;
+  /** Runs the pipeline with the run's own signal (not the request's), pushing its events to `emit`; resolves once it ended. */
+  events: (signal: CancelSignal, emit: ChatSink) => Promise<void>;
   /** Folds an event into the result body for the NDJSON `result` line; returns it at `done`. */
   collect: (event: ChatEvent) => Record<string, unknown> | undefined;
   /** Called once when the generation ended, however it ended (gives slots back). */
@@ -165,13 +166,16 @@ export class ResumableRun {
     let outcome: 'completed' | 'expired' | 'cancelled' | 'failed' = 'completed';
     let finished = false;
     try {
-      for await (const event of start.events(signal)) {
-        const result = start.collect(event);
-        if (event.type === 'done' || event.type === 'error') finished = true;
-        if (event.type === 'error') outcome = 'failed';
-        this.push(event, result);
-        await this.makeRoom(signal);
-      }
+      await start.events(signal, async (batch) => {
+        for (const event of batch) {
+          const result = start.collect(event);
+          if (event.type === 'done' || event.type === 'error') finished = true;
+          if (event.type === 'error') outcome = 'failed';
+          this.push(event, result);
+          await this.makeRoom(signal);
+        }
+        return true;
+      });
       if (!finished) {
         // The pipeline stopped without a last event: say why, as the followers' last event.
         const reason = signal.reason;

@@ -5,7 +5,7 @@
 import type { ChatEvent, SearchSummary, Source } from '../domain/types.js';
 import { SNIPPET_MAX_CHARS } from '../domain/types.js';
 import { toSearchQuery } from '../search/normalise.js';
-import type { ChatDependencies, ChatJob } from './chat-job.js';
+import type { ChatDependencies, ChatJob, ChatSink } from './chat-job.js';
 import type { CancelSignal } from '../domain/cancel.js';
 
 const DEFAULT_TOP_K = 4;
@@ -34,12 +34,16 @@ export function wantsSearch(job: ChatJob): boolean {
   return job.kind === 'search' || Boolean(job.request.web_search);
 }
 
-/** Runs retrieval and search as the request asks, yielding their progress, then the search summary and the sources. */
-export async function* gatherSources(
+/**
+ * Runs retrieval and search as the request asks, pushing their progress, then the search summary
+ * and the sources. Undefined when the consumer stopped taking events.
+ */
+export async function gatherSources(
   job: ChatJob,
   deps: Pick<ChatDependencies, 'retriever' | 'search'>,
   signal: CancelSignal,
-): AsyncGenerator<ChatEvent[], Gathered> {
+  emit: ChatSink,
+): Promise<Gathered | undefined> {
   const { request } = job;
   const sources: Source[] = [];
   // The search summary and the sources, ready together once the last wait is over.
@@ -49,7 +53,7 @@ export async function* gatherSources(
   };
 
   if (request.rag) {
-    yield [{ type: 'progress', stage: 'retrieval', message: 'Searching the knowledge base' }];
+    if (!(await emit([{ type: 'progress', stage: 'retrieval', message: 'Searching the knowledge base' }]))) return undefined;
     const options = typeof request.rag === 'object' ? request.rag : {};
     const passages = await deps.retriever.retrieve(
       request.message,
@@ -67,7 +71,7 @@ export async function* gatherSources(
   }
 
   if (wantsSearch(job)) {
-    yield [{ type: 'progress', stage: 'search', message: 'Searching the web' }];
+    if (!(await emit([{ type: 'progress', stage: 'search', message: 'Searching the web' }]))) return undefined;
     const fromFlag = typeof request.web_search === 'object' ? request.web_search.max_results : undefined;
     const maxResults = request.max_results ?? fromFlag ?? DEFAULT_MAX_RESULTS;
     const results = await deps.search.search(request.message, { maxResults }, signal);
@@ -80,6 +84,6 @@ export async function* gatherSources(
 
   const searched = Boolean(request.rag) || wantsSearch(job);
   if (searched) ready.push({ type: 'sources', sources });
-  if (ready.length > 0) yield ready;
+  if (ready.length > 0 && !(await emit(ready))) return undefined;
   return { sources, searched };
 }

@@ -69,8 +69,12 @@ export class UwsResponseStream implements ResponseStream {
   private lastWriteAt = performance.now();
   private ended = false;
   private aborted = false;
-  /** Bytes handed to uWS; exposed for tests and metrics. */
-  bytesWritten = 0;
+  /** The frame being written inside the cork callback (one callback per stream, not one closure per frame). */
+  private frame = '';
+  private accepted = true;
+  private readonly corked = (): void => {
+    this.accepted = this.response.write(this.frame);
+  };
 
   constructor(
     private readonly response: HttpResponse,
@@ -100,19 +104,26 @@ export class UwsResponseStream implements ResponseStream {
     return this.ended || this.aborted;
   }
 
-  async write(frame: string): Promise<boolean> {
-    // Frames are written strictly one after another; a caller that did not await is serialised here.
-    while (this.drainWaiter && !this.closed) await this.waitForDrain();
+  /**
+   * True at once when the client took the frame; a promise (false once the client left) only when
+   * the writer has to wait for it to drain, so a stream that keeps up costs no promise per frame.
+   */
+  write(frame: string): boolean | Promise<boolean> {
+    // Frames are written strictly one after another; a caller that did not wait is serialised here.
+    if (this.drainWaiter && !this.closed) return this.writeAfterDrain(frame);
     if (this.closed) return false;
-    let accepted = true;
-    this.response.cork(() => {
-      accepted = this.response.write(frame);
-    });
-    this.bytesWritten += Buffer.byteLength(frame);
+    this.frame = frame;
+    this.response.cork(this.corked);
+    this.frame = '';
     this.lastWriteAt = performance.now();
-    if (accepted) return true;
+    if (this.accepted) return true;
     this.hooks.onBackpressure();
     return this.waitForDrain();
+  }
+
+  private async writeAfterDrain(frame: string): Promise<boolean> {
+    while (this.drainWaiter && !this.closed) await this.waitForDrain();
+    return this.write(frame);
   }
 
   end(): void {

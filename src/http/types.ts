@@ -25,8 +25,11 @@ export type Headers = Record<string, string>;
 
 /** A response body being streamed (SSE or NDJSON) with backpressure. */
 export interface ResponseStream {
-  /** Writes one frame; resolves once the client can take more. Resolves false if the client is gone. */
-  write(frame: string): Promise<boolean>;
+  /**
+   * Writes one frame: true when the client can take more at once, else a promise that resolves
+   * once it can. False (or a promise of false) when the client is gone.
+   */
+  write(frame: string): boolean | Promise<boolean>;
   /** Ends the body; safe to call more than once or after the client left. */
   end(): void;
   /** True once the client disconnected or end() ran. */

@@ -9,14 +9,13 @@ import type { ChatEvent } from '../domain/types.js';
 import { promptChars } from '../core/chat-request.js';
 import { ApiError, toApiError } from '../errors.js';
 import { estimateTokensFromChars } from '../providers/builtin.js';
-import type { HttpContext } from '../http/types.js';
+import type { HttpContext, ResponseStream } from '../http/types.js';
 import type { Services } from '../services.js';
 import type { AdmittedChat } from './admit.js';
 import type { ResumableRun } from '../core/resumable-runs.js';
 import { ChatResultCollector } from './chat-encoders.js';
 import { ChatObserver } from './chat-metrics.js';
 import { rateLimitHeaders } from './headers.js';
-import type { CancelSignal } from '../domain/cancel.js';
 
 /** Folds a request's events into one JSON body. */
 export interface ChatCollector {
@@ -60,35 +59,36 @@ export class ChatReplies {
     });
   }
 
-  private observed(admitted: AdmittedChat, context: HttpContext) {
+  /** What measures and logs one request's reply. */
+  private observerOf(admitted: AdmittedChat, context: HttpContext): ChatObserver {
     const { job } = admitted;
-    return {
-      events: this.pipeline.run(job, context.signal),
-      observer: new ChatObserver(this.services.metrics, job.provider.name, admitted.acceptedAt, {
-        log: this.services.usage,
-        caller: job.caller,
-        route: context.request.route,
-        model: job.model.id,
-        promptTokens: estimateTokensFromChars(promptChars(job.request, job.given)),
-      }),
-    };
+    return new ChatObserver(this.services.metrics, job.provider.name, admitted.acceptedAt, {
+      log: this.services.usage,
+      caller: job.caller,
+      route: context.request.route,
+      model: job.model.id,
+      promptTokens: estimateTokensFromChars(promptChars(job.request, job.given)),
+    });
   }
 
   /** Collects the whole reply and answers with one JSON body (or the error that ended it). */
   async json(context: HttpContext, admitted: AdmittedChat, collector: ChatCollector): Promise<void> {
-    const { events, observer } = this.observed(admitted, context);
+    const observer = this.observerOf(admitted, context);
     try {
-      for await (const batch of events) {
+      let failure: ApiError | undefined;
+      await this.pipeline.run(admitted.job, context.signal, (batch) => {
         for (const event of batch) {
           observer.see(event);
           collector.add(event);
           if (event.type === 'error') {
-            if (context.signal.aborted) return;
-            throw new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+            failure = new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
+            return false;
           }
         }
-      }
+        return true;
+      });
       if (context.signal.aborted) return;
+      if (failure) throw failure;
       const body = collector.body();
       if (!body) throw new ApiError('internal', 'The reply ended without finishing.', { headers: admitted.headers });
       // The 200 is the acknowledgement: it waits for the quota take to be on disk.
@@ -108,23 +108,19 @@ export class ChatReplies {
    */
   startResumable(context: HttpContext, admitted: AdmittedChat): Promise<ResumableRun> {
     const { job } = admitted;
-    const { observer } = this.observed(admitted, context);
+    const observer = this.observerOf(admitted, context);
     const collector = new ChatResultCollector();
     const release = admitted.release;
     // The request that started it may end long before the generation: the run owns the slots now.
     admitted.release = () => undefined;
     const pipeline = this.pipeline;
-    async function* observedEvents(signal: CancelSignal): AsyncGenerator<ChatEvent> {
-      for await (const batch of pipeline.run(job, signal)) {
-        for (const event of batch) {
-          observer.see(event);
-          yield event;
-        }
-      }
-    }
     return this.services.resumable.start({
       owner: job.caller.id,
-      events: observedEvents,
+      events: (signal, emit) =>
+        pipeline.run(job, signal, (batch) => {
+          for (const event of batch) observer.see(event);
+          return emit(batch);
+        }),
       collect: (event) => {
         collector.add(event);
         return event.type === 'done' ? (collector.body() as unknown as Record<string, unknown> | undefined) : undefined;
@@ -140,12 +136,12 @@ export class ChatReplies {
 
   /**
    * Streams encoded frames with backpressure; stops the pipeline as soon as the client is gone.
-   * With `untilSources`, a failed search is still an ordinary JSON error (see runPrelude).
+   * With `untilSources`, a failed search is still an ordinary JSON error (see StreamDelivery).
    */
   async stream(context: HttpContext, admitted: AdmittedChat, framing: StreamFraming, options: { untilSources: boolean }): Promise<void> {
-    const { events, observer } = this.observed(admitted, context);
+    const observer = this.observerOf(admitted, context);
     try {
-      await this.streamObserved(context, admitted, framing, options, events, observer);
+      await new StreamDelivery(context, admitted, framing, options, observer, this.services).run(this.pipeline);
     } catch (error) {
       observer.fail(toApiError(error).status);
       throw error;
@@ -153,122 +149,148 @@ export class ChatReplies {
       observer.finish();
     }
   }
+}
 
-  private async streamObserved(
-    context: HttpContext,
-    admitted: AdmittedChat,
-    framing: StreamFraming,
-    options: { untilSources: boolean },
-    events: AsyncGenerator<ChatEvent[]>,
-    observer: ChatObserver,
-  ): Promise<void> {
-    const prelude = await runPrelude(events, admitted, options);
-    if (context.signal.aborted) return;
-    const { metrics } = this.services;
-    const stream = context.stream({
-      contentType: framing.contentType,
-      headers: { ...admitted.headers, 'X-Accel-Buffering': 'no' },
-      ...(framing.heartbeat ? { heartbeat: framing.heartbeat } : {}),
-    });
-    metrics.activeStreams.inc();
-    // Each frame is its own write, and the next waits until the client can take more: a client
-    // that stops reading holds one frame in the socket layer, not a batch. (Joining a batch into
-    // one write saved no CPU that could be measured, and fast clients beside stalled ones streamed
-    // 6–22% slower with it: docs/benchmarks.md, fourth step.) False once the client left.
-    const send = async (batch: readonly ChatEvent[]): Promise<boolean> => {
-      for (const event of batch) {
-        observer.see(event);
-        const frame = framing.encode(event);
-        if (frame !== undefined && !(await stream.write(frame))) return false;
-        if (event.type === 'done' && framing.trailer && !(await stream.write(framing.trailer))) return false;
-      }
-      return true;
-    };
+/**
+ * One streamed reply, fed by the pipeline's pushes. Until the quota take is durable (and, with
+ * `untilSources`, until the sources came) events are held and nothing is sent, so the upstream
+ * request runs during the fsync; then the stream opens, the held events go first, and each later
+ * event is written as it comes. With `untilSources` a failed search is still an ordinary JSON error
+ * (502 upstream_error / 504 upstream_timeout, quota given back) instead of an `error` event on a 200
+ * stream. Holding is bounded: it lasts one commit (or one search).
+ *
+ * Each frame is its own write, and the next waits until the client can take more: a client that
+ * stops reading holds one frame in the socket layer, not a batch, and the pipeline waits on it.
+ * (Joining a batch into one write saved no CPU that could be measured, and fast clients beside
+ * stalled ones streamed 6–22% slower with it: docs/benchmarks.md, fourth step.)
+ */
+class StreamDelivery {
+  /** Events held until the stream opens; undefined once it opened (or will not). */
+  private held: ChatEvent[] | undefined = [];
+  private durable = false;
+  private sourcesSeen: boolean;
+  /** Why the reply is a JSON error instead of a stream: a failed search, or a take that did not become durable. */
+  private failure: unknown;
+  private stream: ResponseStream | undefined;
+  /** The held events being written while the client could not take them at once; later batches wait for it. */
+  private flushing: Promise<boolean> | undefined;
+
+  constructor(
+    private readonly context: HttpContext,
+    private readonly admitted: AdmittedChat,
+    private readonly framing: StreamFraming,
+    private readonly options: { untilSources: boolean },
+    private readonly observer: ChatObserver,
+    private readonly services: Services,
+  ) {
+    this.sourcesSeen = !options.untilSources;
+  }
+
+  async run(pipeline: ChatPipeline): Promise<void> {
+    const committed = this.admitted.job.reservation.durable.then(
+      () => {
+        this.durable = true;
+        if (this.ready()) void this.open();
+      },
+      (error: unknown) => {
+        this.failure ??= error;
+      },
+    );
     try {
-      let open = prelude.held.length === 0 || (await send(prelude.held));
-      let finished = prelude.finished;
-      if (open && prelude.pending) {
-        const next = await prelude.pending;
-        if (next.done) finished = true;
-        else open = await send(next.value);
+      await pipeline.run(this.admitted.job, this.context.signal, this.push);
+      if (this.held !== undefined) {
+        // The reply ended before the stream opened (faster than the commit, or cut): it opens once the take is durable.
+        await committed;
+        if (this.held !== undefined && this.failure === undefined) await this.open();
       }
-      if (open && !finished) {
-        // Leaving this loop early returns the generator, which closes the upstream request at once.
-        for await (const batch of events) if (!(await send(batch))) break;
-      }
+      if (this.failure !== undefined) throw this.failure;
+      if (this.flushing !== undefined) await this.flushing;
     } finally {
-      await events.return(undefined);
-      metrics.activeStreams.dec();
-      stream.end();
+      if (this.stream !== undefined) {
+        this.services.metrics.activeStreams.dec();
+        this.stream.end();
+      }
     }
+  }
+
+  /** The pipeline's sink: holds, or writes; false once the client is gone or the reply became a JSON error. */
+  private readonly push = (batch: ChatEvent[]): boolean | Promise<boolean> => {
+    if (this.failure !== undefined) return false;
+    const held = this.held;
+    if (held !== undefined) {
+      for (const event of batch) {
+        if (event.type === 'error' && this.options.untilSources) {
+          this.failure = new ApiError(event.code, event.message, { headers: errorHeaders(this.admitted, event) });
+          return false;
+        }
+        held.push(event);
+        if (event.type === 'sources') this.sourcesSeen = true;
+      }
+      return this.ready() ? this.open() : true;
+    }
+    if (this.stream === undefined) return false;
+    const flushing = this.flushing;
+    if (flushing !== undefined) return flushing.then((open) => open && this.send(batch));
+    return this.send(batch);
+  };
+
+  private ready(): boolean {
+    return this.held !== undefined && this.durable && this.sourcesSeen && this.failure === undefined;
+  }
+
+  /** Opens the stream (unless the client already left) and writes the held events first. */
+  private open(): boolean | Promise<boolean> {
+    const held = this.held ?? [];
+    this.held = undefined;
+    if (this.context.signal.aborted) return false;
+    this.stream = this.context.stream({
+      contentType: this.framing.contentType,
+      headers: { ...this.admitted.headers, 'X-Accel-Buffering': 'no' },
+      ...(this.framing.heartbeat ? { heartbeat: this.framing.heartbeat } : {}),
+    });
+    this.services.metrics.activeStreams.inc();
+    const sent = this.send(held);
+    if (sent === true || sent === false) return sent;
+    const flushing = sent.then((open) => {
+      if (this.flushing === flushing) this.flushing = undefined;
+      return open;
+    });
+    this.flushing = flushing;
+    return flushing;
+  }
+
+  /** Writes a batch frame by frame: true when the client took it all at once; false once it is gone. */
+  private send(batch: readonly ChatEvent[]): boolean | Promise<boolean> {
+    for (let index = 0; index < batch.length; index++) {
+      const written = this.write(batch[index] as ChatEvent);
+      if (written !== true) return written === false ? false : this.sendAfter(written, batch, index + 1);
+    }
+    return true;
+  }
+
+  private async sendAfter(waiting: Promise<boolean>, batch: readonly ChatEvent[], from: number): Promise<boolean> {
+    if (!(await waiting)) return false;
+    for (let index = from; index < batch.length; index++) {
+      const written = this.write(batch[index] as ChatEvent);
+      if (written !== true && !(await written)) return false;
+    }
+    return true;
+  }
+
+  /** One event's frame (and after `done`, the trailer); a write the client took at once is not awaited. */
+  private write(event: ChatEvent): boolean | Promise<boolean> {
+    this.observer.see(event);
+    const stream = this.stream as ResponseStream;
+    const frame = this.framing.encode(event);
+    const written = frame === undefined ? true : stream.write(frame);
+    const trailer = event.type === 'done' ? this.framing.trailer : undefined;
+    if (trailer === undefined || written === false) return written;
+    if (written === true) return stream.write(trailer);
+    return written.then((open) => open && stream.write(trailer));
   }
 }
 
 /** The search step is held before the stream opens only when the job searches. */
 export function holdsSearch(admitted: AdmittedChat): boolean {
   return wantsSearch(admitted.job);
-}
-
-/** Events pulled before the stream opened, to be sent first; `finished` when the sequence already ended. */
-interface Prelude {
-  held: ChatEvent[];
-  /** A batch asked for when the commit resolved, not yet arrived (a slow upstream): it comes next. */
-  pending?: Promise<IteratorResult<ChatEvent[]>>;
-  finished: boolean;
-}
-
-/**
- * Runs the pipeline ahead while the quota take becomes durable, so the upstream request starts
- * during the fsync, and holds what it yields: nothing is sent before the take is on disk. With
- * `untilSources` it also reads up to the `sources` event, so a failed search is still an ordinary
- * JSON error (502 upstream_error / 504 upstream_timeout, quota given back) instead of an `error`
- * event on a 200 stream. Holding is bounded: it lasts one commit (or one search).
- */
-async function runPrelude(
-  events: AsyncGenerator<ChatEvent[]>,
-  admitted: AdmittedChat,
-  options: { untilSources: boolean },
-): Promise<Prelude> {
-  const held: ChatEvent[] = [];
-  let durable = false;
-  const committed = admitted.job.reservation.durable.then(() => {
-    durable = true;
-  });
-  let sourcesSeen = !options.untilSources;
-  // Holds a batch, noting the sources; a failed search is thrown as a JSON error.
-  const hold = (batch: readonly ChatEvent[]): void => {
-    for (const event of batch) {
-      if (event.type === 'error' && options.untilSources) throw searchFailure(event, admitted);
-      held.push(event);
-      if (event.type === 'sources') sourcesSeen = true;
-    }
-  };
-  try {
-    while (!(durable && sourcesSeen)) {
-      const next = events.next();
-      // Until the commit resolves, keep pulling; once it has, pull only what the search hold needs.
-      const result = durable ? await next : await Promise.race([next, committed.then(() => undefined)]);
-      if (result === undefined) {
-        // The commit won the race: the stream may open now; the batch asked for is still ours.
-        if (sourcesSeen) return { held, pending: next, finished: false };
-        const late = await next;
-        if (late.done) return { held, finished: true };
-        hold(late.value);
-        continue;
-      }
-      if (result.done) {
-        await committed;
-        return { held, finished: true };
-      }
-      hold(result.value);
-    }
-    return { held, finished: false };
-  } catch (error) {
-    await events.return(undefined);
-    throw error;
-  }
-}
-
-function searchFailure(event: Extract<ChatEvent, { type: 'error' }>, admitted: AdmittedChat): ApiError {
-  return new ApiError(event.code, event.message, { headers: errorHeaders(admitted, event) });
 }

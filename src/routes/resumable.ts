@@ -107,7 +107,10 @@ async function follow(
       for (const entry of entries) {
         cursor = entry.seq;
         const frame = encoder.frame(entry, true);
-        if (frame !== undefined && !(await stream.write(frame))) return;
+        if (frame !== undefined) {
+          const written = stream.write(frame);
+          if (written !== true && !(await written)) return;
+        }
         follower?.advance(cursor);
         if (isLast(entry)) return;
       }
