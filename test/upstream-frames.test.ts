@@ -1,8 +1,9 @@
 /**
- * The shared frame loop (readSse, readNdjson) over a scripted body: reads cut anywhere (inside a
- * character, across the loop's slices) still give whole frames to the dialect, events before a
- * failure go out before it, and the body is handed back exactly as `for await` would: once when the
- * reader stops early or the reply ended at its terminal frame, never after the body failed or ended.
+ * The shared frame loop (readSse, readNdjson) over a scripted body, read with `for await` or pumped
+ * to a taker: reads cut anywhere (inside a character, across the loop's slices) still give whole
+ * frames to the dialect, events before a failure go out before it, and the body is handed back
+ * exactly as `for await` would: once when the reader stops early or the reply ended at its
+ * terminal frame, never after the body failed or ended.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -20,14 +21,45 @@ class ScriptedBody implements AsyncIterableIterator<Uint8Array> {
     return this;
   }
   next(): Promise<IteratorResult<Uint8Array>> {
+    try {
+      return Promise.resolve(this.read());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+  /** The next scripted read; throws the failure once they are used up. */
+  protected read(): IteratorResult<Uint8Array> {
     const value = this.reads.shift();
-    if (value !== undefined) return Promise.resolve({ value, done: false });
-    if (this.failure) return Promise.reject(this.failure);
-    return Promise.resolve({ value: undefined, done: true });
+    if (value !== undefined) return { value, done: false };
+    if (this.failure) throw this.failure;
+    return { value: undefined, done: true };
   }
   return(): Promise<IteratorResult<Uint8Array>> {
     this.returned += 1;
     return Promise.resolve({ value: undefined, done: true });
+  }
+}
+
+/**
+ * A body that hands its reads to callbacks, as the upstream client's does: every other read is
+ * ready at once (returned by `pull`), the others come later through a callback; counts `pull`s.
+ */
+class CallbackScriptedBody extends ScriptedBody {
+  pulls = 0;
+  pull(onRead: (result: IteratorResult<Uint8Array>) => void, onError: (error: unknown) => void): IteratorResult<Uint8Array> | undefined {
+    this.pulls += 1;
+    if (this.pulls % 2 === 1) return this.read();
+    setImmediate(() => {
+      let result: IteratorResult<Uint8Array>;
+      try {
+        result = this.read();
+      } catch (error) {
+        onError(error);
+        return;
+      }
+      onRead(result);
+    });
+    return undefined;
   }
 }
 
@@ -192,6 +224,96 @@ describe('upstream frame loop', () => {
     const lines = new ScriptedBody([Buffer.from('{"word":"a"}\n{"word":"b"}\n'), Buffer.from('{"word":"c"}\n')]);
     for await (const _batch of readNdjson<string>(lines, wordDialect(), 'test', 65_536)) break;
     assert.equal(lines.returned, 1);
+  });
+
+  test('pumped to a taker, frames cut anywhere come whole and in order, whether the body reads at once or through a callback', async () => {
+    for (const size of [1, 7, 1000, sse.byteLength]) {
+      const body = new CallbackScriptedBody(cut(sse, size));
+      const seen: string[] = [];
+      await readSse<string>(body, wordDialect(), 'test', 65_536).pump((batch) => {
+        assert.ok(batch.length > 0, 'a batch is never empty');
+        seen.push(...batch);
+        return true;
+      });
+      assert.deepEqual(seen, [...words, 'end of body']);
+      assert.ok(body.pulls >= Math.min(2, cut(sse, size).length), 'reads came both ways');
+      assert.equal(body.returned, 0, 'a body that ended is not handed back');
+    }
+    // A body that only has next() is pumped too.
+    const plain = new ScriptedBody(cut(Buffer.from('{"word":"a"}\n{"word":"b"}\n'), 5));
+    const lines: string[] = [];
+    await readNdjson<string>(plain, wordDialect(), 'test', 65_536).pump((batch) => lines.push(...batch) > 0);
+    assert.deepEqual(lines, ['a', 'b', 'end of body']);
+  });
+
+  test('a taker that answers false stops the pump: no batch after it, and the body is handed back once', async () => {
+    const body = new CallbackScriptedBody(cut(sse, 100));
+    let batches = 0;
+    await readSse<string>(body, wordDialect(), 'test', 65_536).pump(() => {
+      batches += 1;
+      return batches < 3;
+    });
+    assert.equal(batches, 3);
+    assert.equal(body.returned, 1);
+
+    const terminal = new CallbackScriptedBody(cut(sseOf([{ word: 'a' }, { stop: true }, { word: 'after' }]), 4));
+    const seen: string[] = [];
+    await readSse<string>(terminal, wordDialect(true), 'test', 65_536).pump((batch) => seen.push(...batch) > 0);
+    assert.deepEqual(seen, ['a', 'end at stop']);
+    assert.equal(terminal.returned, 1, 'a reply that ended at its terminal frame hands the body back');
+  });
+
+  test('while the taker waits, nothing more is read; its answer resumes or stops the pump', async () => {
+    const body = new CallbackScriptedBody(cut(sse, 50));
+    let release: ((more: boolean) => void) | undefined;
+    let batches = 0;
+    const pumped = readSse<string>(body, wordDialect(), 'test', 65_536).pump(() => {
+      batches += 1;
+      return batches === 1 ? new Promise<boolean>((resolve) => (release = resolve)) : true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const pullsWhileWaiting = body.pulls;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(body.pulls, pullsWhileWaiting, 'no read while the taker holds the pump');
+    assert.equal(batches, 1);
+    release?.(true);
+    await pumped;
+    assert.ok(batches > 1);
+    assert.equal(body.returned, 0);
+
+    const stopped = new CallbackScriptedBody(cut(sse, 50));
+    await readSse<string>(stopped, wordDialect(), 'test', 65_536).pump(() => Promise.resolve(false));
+    assert.equal(stopped.returned, 1);
+  });
+
+  test('pumped, events before a failure are taken before the pump fails with it; a failed body is not handed back', async () => {
+    const bad = new CallbackScriptedBody([sseOf([{ word: 'a' }, { word: 'b' }, { bad: true }, { word: 'c' }])]);
+    const seen: string[] = [];
+    await assert.rejects(
+      readSse<string>(bad, wordDialect(), 'test', 65_536).pump((batch) => seen.push(...batch) > 0),
+      /bad frame/,
+    );
+    assert.deepEqual(seen, ['a', 'b']);
+    assert.equal(bad.returned, 1);
+
+    const failure = new Error('reset');
+    const failing = new CallbackScriptedBody(cut(sse, 100), failure);
+    const before: string[] = [];
+    await assert.rejects(
+      readSse<string>(failing, wordDialect(), 'test', 65_536).pump((batch) => before.push(...batch) > 0),
+      (error) => error === failure,
+    );
+    assert.deepEqual(before, words, 'every frame before the failure was taken');
+    assert.equal(failing.returned, 0);
+
+    const thrown = new CallbackScriptedBody(cut(sse, 100));
+    await assert.rejects(
+      readSse<string>(thrown, wordDialect(), 'test', 65_536).pump(() => {
+        throw new Error('taker broke');
+      }),
+      /taker broke/,
+    );
+    assert.equal(thrown.returned, 1, 'a taker that throws hands the body back');
   });
 
   test('a frame over the bound fails the loop and hands the body back', async () => {

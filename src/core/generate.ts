@@ -6,8 +6,9 @@
  * Events are pushed to the consumer in batches: everything one provider batch (one upstream read)
  * produced goes out as one array, and a batch is always handed on before the stage waits for the
  * provider, so batching never holds an event back. A JSON reply folds a batch in one go; a stream
- * still writes it frame by frame. Between two upstream reads a stream keeps only the provider's
- * pending read: no suspended generator per stage.
+ * still writes it frame by frame. An upstream reply is pumped: each read goes from the socket
+ * parser through the dialect and this stage to the consumer by plain calls, so a delta costs no
+ * promise and a stream between two deltas holds no pending one.
  */
 import {
   type Attempt,
@@ -19,7 +20,7 @@ import {
   type Usage,
 } from '../domain/types.js';
 import { estimateTokens, estimateTokensFromChars } from '../providers/builtin.js';
-import type { ProviderMessage } from '../providers/types.js';
+import type { ProviderEvent, ProviderMessage, ProviderStream } from '../providers/types.js';
 import type { ModelCooldowns } from '../providers/cooldown.js';
 import type { ResolvedModel } from '../providers/registry.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
@@ -112,6 +113,19 @@ function candidatesOf(job: ChatJob, cooldowns: ModelCooldowns): { tried: Resolve
 }
 
 /**
+ * Hands a provider's batches to `take` until it answers false: pushed with no promise per read
+ * where the provider can (the upstream dialects), else read with `for await` (the built-in model).
+ * Stopping returns the provider's stream, which closes the upstream request.
+ */
+async function readBatches(stream: ProviderStream, take: (batch: ProviderEvent[]) => boolean | Promise<boolean>): Promise<void> {
+  if (stream.pump !== undefined) return stream.pump(take);
+  for await (const batch of stream) {
+    const more = take(batch);
+    if (more !== true && !(await more)) return;
+  }
+}
+
+/**
  * Streams the model's reply for the conversation and sources to `emit`, recording the answer as it
  * goes. When the upstream fails before any part of the answer came, the model's fallbacks are tried
  * in order with the same request; once an answer event went out, a failure is the caller's error.
@@ -178,13 +192,12 @@ export async function generate(
         signal,
       );
       // An upstream that ignores max_tokens, or never stops, is cut by our own bounds, and a
-      // consumer that stopped taking events stops the read: leaving the loop returns the
-      // provider's stream, which closes the upstream request.
+      // consumer that stopped taking events stops the read: either returns the provider's stream,
+      // which closes the upstream request.
       let stopped = false;
-      batches: for await (const batch of stream) {
-        // An upstream faster than its reader is read from buffers without waiting for I/O: let
-        // the event loop turn every few milliseconds so other requests are not held.
-        if (loopBusyFor(LOOP_SHARE_MS)) await nextTurn();
+      // One upstream read's events: mapped, checked against the bounds and pushed on at once.
+      // False stops the read; a promise holds it while the consumer cannot take more.
+      const map = (batch: ProviderEvent[]): boolean | Promise<boolean> => {
         for (const event of batch) {
           switch (event.type) {
             case 'thinking':
@@ -211,9 +224,10 @@ export async function generate(
               answerBytes += Buffer.byteLength(text);
               const tokensPast = event.type === 'delta' && ignoresMaxTokens(answer.chars + text.length, bounds.maxTokens);
               if (answerBytes > bounds.maxBytes || tokensPast) {
+                // What this read produced before the cut goes out after the loop, with the late reports.
                 truncated = true;
                 finishReason = 'length';
-                break batches;
+                return false;
               }
               if (event.type === 'tool_call') {
                 answer.addToolCall(event);
@@ -238,16 +252,25 @@ export async function generate(
               assertNever(event);
           }
         }
-        if (out.length > 0) {
-          // A consumer that took the batch at once is not awaited: no promise round trip per read.
-          const taken = emit(out);
-          out = [];
-          if (taken !== true && !(await taken)) {
-            stopped = true;
-            break;
-          }
+        if (out.length === 0) return true;
+        const taken = emit(out);
+        out = [];
+        if (taken === true) return true;
+        if (taken === false) {
+          stopped = true;
+          return false;
         }
-      }
+        return taken.then((more) => {
+          stopped = !more;
+          return more;
+        });
+      };
+      await readBatches(
+        stream,
+        // An upstream faster than its reader is read from buffers without waiting for I/O: let
+        // the event loop turn every few milliseconds so other requests are not held.
+        (batch) => (loopBusyFor(LOOP_SHARE_MS) ? nextTurn().then(() => map(batch)) : map(batch)),
+      );
       if (stopped) return undefined;
       answered = candidate;
       deps.cooldowns.succeeded(candidate.model.id);

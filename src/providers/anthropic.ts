@@ -11,7 +11,7 @@ import { malformedFrame, truncatedStream, UpstreamError } from '../upstream/upst
 import { numberField, objectField, objectOf, readFrame, stringField, WRONG } from './frame-check.js';
 import { addAnthropicOptions, anthropicMessages } from './anthropic-messages.js';
 import { conversation, systemText } from './prompt.js';
-import type { ChatProvider, ProviderEvent, ProviderRequest } from './types.js';
+import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderStream } from './types.js';
 import type { CancelSignal } from '../domain/cancel.js';
 
 /** The Messages API version this dialect speaks. */
@@ -111,7 +111,7 @@ export class AnthropicProvider implements ChatProvider {
     return { url: /\/v1$/.test(base) ? `${base}/models` : `${base}/v1/models`, headers };
   }
 
-  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: CancelSignal): ProviderStream {
     const base = (request.model.baseUrl ?? 'https://api.anthropic.com').replace(/\/+$/, '');
     const url = /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`;
     const headers: Record<string, string> = { accept: 'text/event-stream', 'anthropic-version': ANTHROPIC_VERSION };

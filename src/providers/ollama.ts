@@ -15,7 +15,7 @@ import { openAiTools } from './openai-messages.js';
 import { argumentsObject } from './tool-arguments.js';
 import { conversation, systemText } from './prompt.js';
 import { ThinkTagSplitter } from './think-tags.js';
-import type { ChatProvider, ProviderEvent, ProviderMessage, ProviderRequest } from './types.js';
+import type { ChatProvider, ProviderEvent, ProviderMessage, ProviderRequest, ProviderStream } from './types.js';
 import type { CancelSignal } from '../domain/cancel.js';
 
 /** What one NDJSON line says, read with every field checked; undefined when it is malformed. */
@@ -147,7 +147,7 @@ export class OllamaProvider implements ChatProvider {
     return { url: `${(model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '')}/api/tags`, headers: {} };
   }
 
-  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: CancelSignal): ProviderStream {
     const base = (request.model.baseUrl ?? 'http://127.0.0.1:11434').replace(/\/+$/, '');
     const call = { subject: 'ollama', url: `${base}/api/chat`, headers: { accept: 'application/x-ndjson' }, body: ollamaBody(request) };
     return readNdjson(this.client.stream(call, signal), new OllamaReply(), 'ollama', this.client.settings.maxFrameBytes);

@@ -13,7 +13,7 @@ import { arrayField, firstObjectOf, numberField, objectField, objectOf, readFram
 import { addOpenAiOptions, openAiMessage } from './openai-messages.js';
 import { ThinkTagSplitter } from './think-tags.js';
 import type { ToolCallFragment } from '../domain/types.js';
-import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderUsage } from './types.js';
+import type { ChatProvider, ProviderEvent, ProviderRequest, ProviderStream, ProviderUsage } from './types.js';
 import type { CancelSignal } from '../domain/cancel.js';
 
 /** What one `chat.completion.chunk` says, read with every field checked; undefined when it is malformed. */
@@ -113,7 +113,7 @@ export class OpenAiProvider implements ChatProvider {
     return { url: `${base}/models`, headers: model.apiKey ? { authorization: `Bearer ${model.apiKey}` } : {} };
   }
 
-  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]> {
+  stream(request: ProviderRequest, signal: CancelSignal): ProviderStream {
     const base = (request.model.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (request.model.apiKey) headers.authorization = `Bearer ${request.model.apiKey}`;

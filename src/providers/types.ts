@@ -82,6 +82,14 @@ export type ProviderEvent =
   | ({ type: 'tool_call' } & ToolCallFragment)
   | { type: 'finish'; reason: FinishReason; usage: ProviderUsage | undefined };
 
+/**
+ * A provider's reply: batches read with `for await`, or, where the provider can (the upstream
+ * dialects), pushed to a taker with no promise per read (see `BatchStream` in upstream/frames.ts).
+ */
+export type ProviderStream = AsyncIterable<ProviderEvent[]> & {
+  pump?(take: (batch: ProviderEvent[]) => boolean | Promise<boolean>): Promise<void>;
+};
+
 export interface ChatProvider {
   readonly name: ModelConfig['provider'];
   /** False when the dialect takes images only as inline data (`data:` URLs), not as http(s) URLs to fetch. */
@@ -90,7 +98,7 @@ export interface ChatProvider {
    * Streams the reply as batches of events (all that one upstream read produced), ending with a
    * batch that holds `finish`. Throws UpstreamError (upstream_error / upstream_timeout) on failure.
    */
-  stream(request: ProviderRequest, signal: CancelSignal): AsyncIterable<ProviderEvent[]>;
+  stream(request: ProviderRequest, signal: CancelSignal): ProviderStream;
   /** A cheap read that shows the model's upstream is there (its model list); none for the built-in model. */
   probeRequest?(model: ModelConfig): { url: string; headers: Record<string, string> };
 }

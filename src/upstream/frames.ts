@@ -11,6 +11,10 @@
  *
  * Reads are fed to the framer in slices, so a consumer that stops reading (a stalled client) holds
  * raw bytes, not a whole read's worth of parsed frames.
+ *
+ * The object can also push its batches to a callback (`pump`): with a body that hands its reads to
+ * callbacks too (the upstream client's), a read goes from the socket parser to the consumer with
+ * no promise at all, and a stream between two reads keeps no pending promise.
  */
 import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
@@ -39,6 +43,29 @@ export interface Dialect<F, E> {
    * the last events to `out`, or throws when a reply that ended like this was cut short.
    */
   end(out: E[], terminal: boolean): void;
+}
+
+/** Takes one batch: true for more, false to stop reading, or a promise of either while it cannot take more yet. */
+export type BatchTaker<E> = (batch: E[]) => boolean | Promise<boolean>;
+
+/** Batches read with `for await`, or pushed to a taker. */
+export interface BatchStream<E> extends AsyncIterableIterator<E[]> {
+  /**
+   * Hands every batch to `take` as soon as it is ready. Resolves once the reply ended or `take`
+   * stopped it (the body is then handed back, as `return()` would); rejects with the reply's
+   * failure once the events before it were taken. Not mixed with `next()`.
+   */
+  pump(take: BatchTaker<E>): Promise<void>;
+}
+
+type ReadResult = IteratorResult<Uint8Array>;
+
+/**
+ * A body that can hand its next read to callbacks instead of a promise (the upstream client's):
+ * the result at once when one is ready, else undefined and one of the callbacks later.
+ */
+export interface CallbackBody {
+  pull(onRead: (result: ReadResult) => void, onError: (error: unknown) => void): ReadResult | undefined;
 }
 
 /** Text in, frames out to a sink; a frame over the bound is reported, never kept. */
@@ -110,7 +137,7 @@ class NdjsonFramer implements Framer {
  * nowhere else, so a consumer that stopped reading holds that read's unparsed rest and nothing it
  * finished with. `next` is called one at a time (as `for await` does).
  */
-class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
+class FrameReader<F, E> implements BatchStream<E> {
   /**
    * UTF-8 across reads (a character split between two reads is held back until its rest comes;
    * invalid bytes become U+FFFD). Node's StringDecoder, not a TextDecoder: each TextDecoder builds
@@ -139,24 +166,22 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
   private ended = false;
   private closed = false;
   /** A read of the body arrived: its events, or (when it completed no frame) the wait for the next read. */
-  private readonly onRead = (result: IteratorResult<Uint8Array>): Promise<IteratorResult<E[]>> | IteratorResult<E[]> => {
+  private readonly onRead = (result: ReadResult): Promise<IteratorResult<E[]>> | IteratorResult<E[]> => {
     if (this.closed) return DONE;
-    if (result.done) this.bodyDone = true;
-    else {
-      this.chunk = result.value;
-      this.offset = 0;
-    }
+    this.received(result);
     return this.fill() ?? this.body.next().then(this.onRead, this.onBodyFailed);
   };
   private readonly onBodyFailed = (error: unknown): never => {
-    this.bodyDone = true;
-    this.closed = true;
-    this.chunk = undefined;
+    this.bodyBroke();
     throw error;
   };
+  /** The consumer of pump() and how the pump ends; set while one runs. */
+  private taker: BatchTaker<E> | undefined;
+  private pumpEnded: (() => void) | undefined;
+  private pumpFailed: ((error: unknown) => void) | undefined;
 
   constructor(
-    private readonly body: AsyncIterator<Uint8Array>,
+    private readonly body: AsyncIterator<Uint8Array> & Partial<CallbackBody>,
     private readonly dialect: Dialect<F, E>,
     framer: (sink: (frame: F) => void) => Framer,
     private readonly subject: string,
@@ -179,6 +204,117 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
     if (result !== undefined) return Promise.resolve(result);
     // Nothing is buffered: wait for the next read of the body.
     return this.body.next().then(this.onRead, this.onBodyFailed);
+  }
+
+  pump(take: BatchTaker<E>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.taker = take;
+      this.pumpEnded = resolve;
+      this.pumpFailed = reject;
+      this.step();
+    });
+  }
+
+  /** Hands batches to the pump's taker until it must wait: for the body's next read, or for the taker. */
+  private readonly step = (): void => {
+    const take = this.taker;
+    if (take === undefined) return;
+    try {
+      for (;;) {
+        const result = this.fill();
+        if (result === undefined) {
+          // Nothing is buffered: the body's next read, at once when it has one ready.
+          if (!this.pullBody()) return;
+          continue;
+        }
+        if (result.done) {
+          this.endPump();
+          return;
+        }
+        const taken = take(result.value);
+        if (taken === true) continue;
+        if (taken === false) {
+          this.stopPump(false);
+          return;
+        }
+        taken.then(this.stopPump, this.failPump);
+        return;
+      }
+    } catch (error) {
+      this.failPump(error);
+    }
+  };
+
+  /** The taker answered: go on, or stop reading (the body is handed back). */
+  private readonly stopPump = (more: boolean): void => {
+    if (more) {
+      this.step();
+      return;
+    }
+    this.close();
+    this.endPump();
+  };
+
+  private readonly failPump = (error: unknown): void => {
+    const fail = this.pumpFailed;
+    this.taker = undefined;
+    this.pumpEnded = undefined;
+    this.pumpFailed = undefined;
+    this.close();
+    fail?.(error);
+  };
+
+  private endPump(): void {
+    const end = this.pumpEnded;
+    this.taker = undefined;
+    this.pumpEnded = undefined;
+    this.pumpFailed = undefined;
+    end?.();
+  }
+
+  /** Asks the body for its next read: true when one was ready at once (taken in), false when a callback will bring it. */
+  private pullBody(): boolean {
+    const body = this.body;
+    if (body.pull === undefined) {
+      body.next().then(this.onPulled, this.onPullFailed);
+      return false;
+    }
+    let result: ReadResult | undefined;
+    try {
+      result = body.pull(this.onPulled, this.onPullFailed);
+    } catch (error) {
+      this.bodyBroke();
+      throw error;
+    }
+    if (result === undefined) return false;
+    this.received(result);
+    return true;
+  }
+
+  private readonly onPulled = (result: ReadResult): void => {
+    if (!this.closed) this.received(result);
+    this.step();
+  };
+
+  private readonly onPullFailed = (error: unknown): void => {
+    this.bodyBroke();
+    this.failPump(error);
+  };
+
+  /** A read of the body: the chunk to slice, or the body's end. */
+  private received(result: ReadResult): void {
+    if (result.done) this.bodyDone = true;
+    else {
+      this.chunk = result.value;
+      this.offset = 0;
+    }
+  }
+
+  /** The body failed: it is done, and nothing more is read. */
+  private bodyBroke(): void {
+    this.bodyDone = true;
+    this.closed = true;
+    this.chunk = undefined;
   }
 
   /** The caller stopped reading: the body is handed back, as `for await` would (the socket may be kept). */
@@ -281,20 +417,20 @@ class FrameReader<F, E> implements AsyncIterableIterator<E[]> {
 
 /** The events of an upstream body of Server-Sent Events, read through `dialect`, as batches. */
 export function readSse<E>(
-  body: AsyncIterator<Uint8Array>,
+  body: AsyncIterator<Uint8Array> & Partial<CallbackBody>,
   dialect: Dialect<EventSourceMessage, E>,
   subject: string,
   maxFrameBytes: number,
-): AsyncIterableIterator<E[]> {
+): BatchStream<E> {
   return new FrameReader(body, dialect, (sink) => new SseFramer(sink, maxFrameBytes), subject, maxFrameBytes);
 }
 
 /** The events of an upstream body of newline-delimited JSON (non-empty, trimmed lines), read through `dialect`, as batches. */
 export function readNdjson<E>(
-  body: AsyncIterator<Uint8Array>,
+  body: AsyncIterator<Uint8Array> & Partial<CallbackBody>,
   dialect: Dialect<string, E>,
   subject: string,
   maxFrameBytes: number,
-): AsyncIterableIterator<E[]> {
+): BatchStream<E> {
   return new FrameReader(body, dialect, (sink) => new NdjsonFramer(sink, maxFrameBytes), subject, maxFrameBytes);
 }

@@ -7,15 +7,17 @@
  * reported once to the observer (duration, outcome, failure code) for metrics and logs.
  *
  * The reply is read with undici's dispatch API and a handler of our own (UpstreamStream) that is
- * also the async iterator the caller reads: chunks go from the socket parser into a small queue
- * or straight to the one waiting read, with no Readable stream, body mixin or AbortSignal
- * plumbing per call in between. A read takes everything queued at once. What a stream whose
+ * also the async iterator the caller reads, or (`pull`) the body that hands each read to the frame
+ * loop's callbacks: chunks go from the socket parser into a small queue or straight to the one
+ * waiting read, with no Readable stream, body mixin or AbortSignal plumbing per call in between. A
+ * read takes everything queued at once. What a stream whose
  * consumer stopped reading holds is bounded by the queue's mark and the socket's small reads
  * (connector.ts), counted in test/upstream-stall-memory.test.ts.
  */
 import { Agent, type Dispatcher } from 'undici';
 import { abortableSleep, abortReason } from './abortable-sleep.js';
 import { upstreamConnector } from './connector.js';
+import type { CallbackBody } from './frames.js';
 import type { CallOutcome, UpstreamObserver } from './observer.js';
 import { resetError, statusError, timeoutError, unreachableError, UpstreamError, type TimeoutPhase } from './upstream-error.js';
 import type { CancelSignal } from '../domain/cancel.js';
@@ -103,7 +105,7 @@ export class UpstreamClient implements CallContext {
    * socket for reuse (the rest is drained, bounded); aborting `signal` destroys it at once.
    * Read it with `for await` (one read at a time); nothing is sent before the first read.
    */
-  stream(call: StreamCall, signal: CancelSignal): AsyncGenerator<Uint8Array> {
+  stream(call: StreamCall, signal: CancelSignal): AsyncGenerator<Uint8Array> & CallbackBody {
     return new UpstreamStream(this, call, signal);
   }
 
@@ -141,7 +143,7 @@ function drainExpired(stream: UpstreamStream): void {
  * handler's controller always belongs to the live attempt; a controller we let go of (a refused
  * status, an abort) is detached before it is aborted, so the error it reports is ignored.
  */
-class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatcher.DispatchHandler {
+class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, CallbackBody, Dispatcher.DispatchHandler {
   private state: 'idle' | 'opening' | 'open' | 'closed' = 'idle';
   private started = 0;
   /** The live attempt's controller, once undici started it on a socket. */
@@ -393,6 +395,41 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
   }
 
   private read(): Promise<ReadResult> {
+    let result: ReadResult | undefined;
+    try {
+      result = this.ready();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (result !== undefined) return Promise.resolve(result);
+    this.armClock();
+    return new Promise<ReadResult>((resolve, reject) => {
+      this.readResolve = resolve;
+      this.readReject = reject;
+    });
+  }
+
+  /**
+   * The next read, for a reader that takes callbacks (frames.ts): the result at once when a chunk is
+   * queued or the body ended, else undefined and `onRead` or `onError` is called when it comes, with
+   * no promise in between. Throws the failure that ended the body. The first read, which sends the
+   * request, still goes through next().
+   */
+  pull(onRead: (result: ReadResult) => void, onError: (error: unknown) => void): ReadResult | undefined {
+    if (this.state !== 'open') {
+      this.next().then(onRead, onError);
+      return undefined;
+    }
+    const result = this.ready();
+    if (result !== undefined) return result;
+    this.armClock();
+    this.readResolve = onRead;
+    this.readReject = onError;
+    return undefined;
+  }
+
+  /** What a read returns at once: everything queued, or the end; undefined when it must wait. Throws the body's failure. */
+  private ready(): ReadResult | undefined {
     if (this.queued > 0) {
       // Everything queued goes out as one chunk: one copy, and one pass of the consumer's loop.
       const [first] = this.queue;
@@ -403,18 +440,14 @@ class UpstreamStream implements AsyncGenerator<Uint8Array, undefined>, Dispatche
       const controller = this.controller;
       // Resuming may parse what the socket holds at once, refilling the queue before this returns.
       if (controller?.paused) this.resume(controller);
-      return Promise.resolve({ value: chunk, done: false });
+      return { value: chunk, done: false };
     }
-    if (this.failure !== undefined) return Promise.reject(this.settle(this.failure));
+    if (this.failure !== undefined) throw this.settle(this.failure);
     if (this.ended) {
       this.settle(undefined);
-      return Promise.resolve(DONE);
+      return DONE;
     }
-    this.armClock();
-    return new Promise<ReadResult>((resolve, reject) => {
-      this.readResolve = resolve;
-      this.readReject = reject;
-    });
+    return undefined;
   }
 
   /** The body broke after the reply started: the waiting read fails now, else the next read once the queue is empty. */
