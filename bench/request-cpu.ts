@@ -1,8 +1,10 @@
 /**
  * `node dist/bench/request-cpu.js [--against CLI] [--pairs N] [--seconds S] [--only NAME] [--profile]`: the server's CPU per
- * request at a fixed rate, for four loads: scenario 2's built-in chat naming one of 1000
- * sessions, the same chat without a session, and scenario 3's chat through the gateway to the
- * loopback mock upstream, on `/api/chat/` and on `/v1/chat/completions`. Each measurement boots a fresh server (pinned like the bench's), sends
+ * request at a fixed rate, for these loads: scenario 2's built-in chat naming one of 1000
+ * sessions, the same chat without a session, scenario 3's chat through the gateway to the
+ * loopback mock upstream, on `/api/chat/` and on `/v1/chat/completions`, a streamed chat through
+ * it whose 20 deltas come 2 ms apart (what a delta costs on its way through), and the two reference
+ * proxies of scenario 3. Each measurement boots a fresh server (pinned like the bench's), sends
  * the request at a fixed rate with autocannon (`overallRate`, 50 connections) for a warm-up of 3 s
  * and then S seconds (default 8), and reads the server's CPU ticks from /proc over the measured
  * part: its main thread, and every thread of its processes.
