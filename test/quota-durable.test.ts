@@ -83,3 +83,39 @@ describe('the quota commit is hidden, never skipped', () => {
     });
   }
 });
+
+describe('a quota take that never becomes durable', () => {
+  let failing: TestServer;
+  before(async () => {
+    failing = await bootServer({
+      config: { models: [{ id: 'gpt-test', provider: 'openai', base_url: `${upstream.url}/v1`, upstream_model: 'gpt-4o-mini' }] },
+      wrapQuotaCounters: (counters) => ({
+        ...slowCommits(counters),
+        async take(subject, windowStart, limit, cost, tokens) {
+          const taken = await counters.take(subject, windowStart, limit, cost, tokens);
+          // The decision was made, but the commit failed: the request must not be acknowledged.
+          const durable = taken.durable.then(() => Promise.reject(new Error('disk full')));
+          // Handled where it is made, as the stores do (they log it); the reply awaits it later.
+          durable.catch(() => undefined);
+          return { ...taken, durable };
+        },
+      }),
+    });
+  });
+  after(async () => {
+    await failing.close();
+  });
+
+  for (const [route, accept] of [
+    ['/api/chat/', 'application/json'],
+    ['/api/chat/stream', 'text/event-stream'],
+  ] as const) {
+    test(`${route}: answers an error, never a 200 or a stream`, async () => {
+      const response = await failing.post(route, { message: 'hi', model: 'gpt-test' }, { accept });
+      assert.equal(response.status, 500);
+      assert.match(response.headers.get('content-type') ?? '', /application\/json/);
+      const body = (await response.json()) as { error: { code: string } };
+      assert.equal(body.error.code, 'internal');
+    });
+  }
+});
