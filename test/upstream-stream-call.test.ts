@@ -3,7 +3,8 @@
  * read it: each call reported to the observer exactly once with its outcome, the socket reused
  * after a reply stopped at its terminal frame, an abort closing the socket at once, a stalled
  * reader pausing the socket instead of buffering the reply, Retry-After honoured before the
- * first byte, redirects refused, and the first-byte and idle clocks.
+ * first byte, redirects refused, and the first-byte and idle clocks; and the same reads through
+ * `pull`, the callbacks the frame loop reads with.
  */
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -235,6 +236,109 @@ describe('UpstreamClient.stream', () => {
     })();
     assert.ok(error instanceof ApiError && error.code === 'upstream_error', String(error));
     assert.deepEqual(outcomes, ['error:connect_ECONNREFUSED']);
+    await upstream.close();
+  });
+});
+
+/** Reads a whole reply through `pull` (the frame loop's way), as text, or the error it failed with; counts reads that were ready at once. */
+async function readAllPulled(
+  upstream: UpstreamClient,
+  path: string,
+  signal = new AbortController().signal,
+): Promise<{ text: string; error?: unknown; atOnce: number }> {
+  const body = upstream.stream(call(path), signal);
+  let text = '';
+  let atOnce = 0;
+  return new Promise((resolve) => {
+    const onError = (error: unknown) => resolve({ text, error, atOnce });
+    const onRead = (result: IteratorResult<Uint8Array>): void => {
+      for (;;) {
+        if (result.done) {
+          resolve({ text, atOnce });
+          return;
+        }
+        text += Buffer.from(result.value).toString();
+        let next: IteratorResult<Uint8Array> | undefined;
+        try {
+          next = body.pull(onRead, onError);
+        } catch (error) {
+          onError(error);
+          return;
+        }
+        if (next === undefined) return;
+        atOnce += 1;
+        result = next;
+      }
+    };
+    body.pull(onRead, onError);
+  });
+}
+
+describe('UpstreamClient.stream read through pull (callbacks, no promise per read)', () => {
+  test('a whole reply is read and reported once as ok', async () => {
+    const { upstream, outcomes } = client();
+    const read = await readAllPulled(upstream, '/ok');
+    assert.equal(read.error, undefined);
+    assert.equal(read.text, 'one two three');
+    assert.deepEqual(outcomes, ['ok']);
+    await upstream.close();
+  });
+
+  test('the first-byte and idle clocks run while a pull waits', async () => {
+    const { upstream, outcomes } = client({ retries: 0 });
+    const first = await readAllPulled(upstream, '/headers-only');
+    assert.ok(first.error instanceof ApiError && first.error.code === 'upstream_timeout', String(first.error));
+    const idle = await readAllPulled(upstream, '/stall-after-first');
+    assert.equal(idle.text, 'first');
+    assert.ok(idle.error instanceof ApiError && idle.error.code === 'upstream_timeout', String(idle.error));
+    assert.deepEqual(outcomes, ['timeout:timeout_first_byte', 'timeout:timeout_idle']);
+    await upstream.close();
+  });
+
+  test('an abort fails the waiting pull with its reason at once and closes the socket', async () => {
+    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
+    const closed = state.closed;
+    const controller = new AbortController();
+    const reason = new Error('client went away');
+    const reading = readAllPulled(upstream, '/stall-after-first', controller.signal);
+    await waitFor(() => state.hits.at(-1) === '/stall-after-first');
+    await sleep(30);
+    const started = performance.now();
+    controller.abort(reason);
+    const read = await reading;
+    assert.equal(read.text, 'first');
+    assert.equal(read.error, reason);
+    assert.ok(performance.now() - started < 100, 'the pull failed at once');
+    await waitFor(() => state.closed > closed, 500);
+    assert.deepEqual(outcomes, ['aborted']);
+    await upstream.close();
+  });
+
+  test('chunks queued while nobody pulled are handed over at once by the next pull', async () => {
+    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
+    state.flooded = 0;
+    const controller = new AbortController();
+    const body = upstream.stream(call('/flood'), controller.signal);
+    // The first read sends the request; then nobody pulls while the upstream floods.
+    await body.next();
+    await sleep(200);
+    const ready = body.pull(
+      () => assert.fail('a queued chunk comes back at once, not through the callback'),
+      () => assert.fail('no failure'),
+    );
+    assert.ok(ready !== undefined && !ready.done && ready.value.byteLength > 0, 'the queue came back at once');
+    const reason = new Error('done');
+    controller.abort(reason);
+    // The abort dropped what was queued: the next pull throws it at once.
+    assert.throws(
+      () =>
+        body.pull(
+          () => assert.fail('no read after the abort'),
+          () => assert.fail('thrown, not called back'),
+        ),
+      (error) => error === reason,
+    );
+    assert.deepEqual(outcomes, ['aborted']);
     await upstream.close();
   });
 });
