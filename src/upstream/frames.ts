@@ -234,10 +234,10 @@ class FrameReader<F, E> implements BatchStream<E> {
         const taken = take(result.value);
         if (taken === true) continue;
         if (taken === false) {
-          this.stopPump(false);
+          this.onTaken(false);
           return;
         }
-        taken.then(this.stopPump, this.failPump);
+        taken.then(this.onTaken, this.failPump);
         return;
       }
     } catch (error) {
@@ -246,7 +246,7 @@ class FrameReader<F, E> implements BatchStream<E> {
   };
 
   /** The taker answered: go on, or stop reading (the body is handed back). */
-  private readonly stopPump = (more: boolean): void => {
+  private readonly onTaken = (more: boolean): void => {
     if (more) {
       this.step();
       return;
@@ -255,6 +255,7 @@ class FrameReader<F, E> implements BatchStream<E> {
     this.endPump();
   };
 
+  /** The reply failed (or the taker threw): the body is handed back unless it failed itself, and the pump rejects. */
   private readonly failPump = (error: unknown): void => {
     const fail = this.pumpFailed;
     this.taker = undefined;
@@ -264,6 +265,7 @@ class FrameReader<F, E> implements BatchStream<E> {
     fail?.(error);
   };
 
+  /** The reply ended, or the taker stopped it: the pump resolves. */
   private endPump(): void {
     const end = this.pumpEnded;
     this.taker = undefined;

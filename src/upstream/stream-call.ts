@@ -10,9 +10,9 @@
  * also the async iterator the caller reads, or (`pull`) the body that hands each read to the frame
  * loop's callbacks: chunks go from the socket parser into a small queue or straight to the one
  * waiting read, with no Readable stream, body mixin or AbortSignal plumbing per call in between. A
- * read takes everything queued at once. What a stream whose
- * consumer stopped reading holds is bounded by the queue's mark and the socket's small reads
- * (connector.ts), counted in test/upstream-stall-memory.test.ts.
+ * read takes everything queued at once. What a stream whose consumer stopped reading holds is
+ * bounded by the queue's mark and the socket's small reads (connector.ts), counted in
+ * test/upstream-stall-memory.test.ts.
  */
 import { Agent, type Dispatcher } from 'undici';
 import { abortableSleep, abortReason } from './abortable-sleep.js';
@@ -103,7 +103,7 @@ export class UpstreamClient implements CallContext {
   /**
    * The raw body of a 2xx reply, chunk by chunk as it arrives. Breaking out of the loop keeps the
    * socket for reuse (the rest is drained, bounded); aborting `signal` destroys it at once.
-   * Read it with `for await` (one read at a time); nothing is sent before the first read.
+   * Read it with `for await` or `pull` (one read at a time); nothing is sent before the first read.
    */
   stream(call: StreamCall, signal: CancelSignal): AsyncGenerator<Uint8Array> & CallbackBody {
     return new UpstreamStream(this, call, signal);
