@@ -122,6 +122,26 @@ async function waitFor(condition: () => boolean, ms = 2000): Promise<void> {
   }
 }
 
+/** A call to the flooding route whose first read (which sends the request) was taken; nothing more is read. */
+async function startFlood() {
+  const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
+  state.flooded = 0;
+  const controller = new AbortController();
+  const body = upstream.stream(call('/flood'), controller.signal);
+  await body.next();
+  return { upstream, outcomes, controller, body };
+}
+
+/**
+ * An abort made at `started` failed the waiting read at once, closed the socket (`closed` sockets
+ * had closed before it) and was reported once, as aborted.
+ */
+async function assertAbortedAtOnce(started: number, closed: number, outcomes: string[]): Promise<void> {
+  assert.ok(performance.now() - started < 100, 'the read failed at once');
+  await waitFor(() => state.closed > closed, 500);
+  assert.deepEqual(outcomes, ['aborted']);
+}
+
 describe('UpstreamClient.stream', () => {
   test('a whole reply is read and reported once as ok; nothing is sent before the first read', async () => {
     const { upstream, outcomes } = client();
@@ -160,18 +180,12 @@ describe('UpstreamClient.stream', () => {
     const started = performance.now();
     controller.abort(reason);
     await assert.rejects(pending, (error) => error === reason);
-    assert.ok(performance.now() - started < 100, 'the read failed at once');
-    await waitFor(() => state.closed > closed, 500);
-    assert.deepEqual(outcomes, ['aborted']);
+    await assertAbortedAtOnce(started, closed, outcomes);
     await upstream.close();
   });
 
   test('a reader that stops reading pauses the socket instead of buffering the reply, and its abort closes it', async () => {
-    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
-    state.flooded = 0;
-    const controller = new AbortController();
-    const iterator = upstream.stream(call('/flood'), controller.signal);
-    await iterator.next();
+    const { upstream, outcomes, controller, body: iterator } = await startFlood();
     await sleep(300);
     // Kernel buffers on both sides take some; the client itself holds about 16 KiB.
     assert.ok(state.flooded < 32 * 1024 * 1024, `the upstream wrote ${state.flooded} bytes to a paused reader`);
@@ -308,19 +322,13 @@ describe('UpstreamClient.stream read through pull (callbacks, no promise per rea
     const read = await reading;
     assert.equal(read.text, 'first');
     assert.equal(read.error, reason);
-    assert.ok(performance.now() - started < 100, 'the pull failed at once');
-    await waitFor(() => state.closed > closed, 500);
-    assert.deepEqual(outcomes, ['aborted']);
+    await assertAbortedAtOnce(started, closed, outcomes);
     await upstream.close();
   });
 
   test('chunks queued while nobody pulled are handed over at once by the next pull', async () => {
-    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
-    state.flooded = 0;
-    const controller = new AbortController();
-    const body = upstream.stream(call('/flood'), controller.signal);
-    // The first read sends the request; then nobody pulls while the upstream floods.
-    await body.next();
+    // Nobody pulls while the upstream floods.
+    const { upstream, outcomes, controller, body } = await startFlood();
     await sleep(200);
     const ready = body.pull(
       () => assert.fail('a queued chunk comes back at once, not through the callback'),
