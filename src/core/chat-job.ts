@@ -4,7 +4,7 @@
  * Nothing here is HTTP: no context, no header, no status.
  */
 import type { ModelConfig } from '../config/index.js';
-import type { Caller, ChatEvent, QuotaReservation } from '../domain/types.js';
+import type { BatchTaker, Caller, ChatEvent, QuotaReservation } from '../domain/types.js';
 import type { Logger } from '../logger.js';
 import type { ModelCooldowns } from '../providers/cooldown.js';
 import type { ResolvedModel } from '../providers/registry.js';
@@ -45,12 +45,8 @@ export interface ChatJob {
   readonly fallbacks?: readonly ResolvedModel[];
 }
 
-/**
- * Where a job's events go, a batch at a time (never empty): true when the consumer took it and
- * wants more, false (or a promise of it) once the consumer stopped; a promise while it cannot take
- * more yet (a client that reads slowly), and the pipeline waits for it.
- */
-export type ChatSink = (batch: ChatEvent[]) => boolean | Promise<boolean>;
+/** Where a job's events go, a batch at a time (never empty); a client that reads slowly answers with a promise. */
+export type ChatSink = BatchTaker<ChatEvent>;
 
 /** The long-lived parts the chat stages use. */
 export interface ChatDependencies {

@@ -12,6 +12,7 @@
  */
 import {
   type Attempt,
+  type BatchTaker,
   assertNever,
   type ChatEvent,
   type FinishReason,
@@ -117,7 +118,7 @@ function candidatesOf(job: ChatJob, cooldowns: ModelCooldowns): { tried: Resolve
  * where the provider can (the upstream dialects), else read with `for await` (the built-in model).
  * Stopping returns the provider's stream, which closes the upstream request.
  */
-async function readBatches(stream: ProviderStream, take: (batch: ProviderEvent[]) => boolean | Promise<boolean>): Promise<void> {
+async function readBatches(stream: ProviderStream, take: BatchTaker<ProviderEvent>): Promise<void> {
   if (stream.pump !== undefined) return stream.pump(take);
   for await (const batch of stream) {
     const more = take(batch);
@@ -197,7 +198,7 @@ export async function generate(
       let stopped = false;
       // One upstream read's events: mapped, checked against the bounds and pushed on at once.
       // False stops the read; a promise holds it while the consumer cannot take more.
-      const map = (batch: ProviderEvent[]): boolean | Promise<boolean> => {
+      const map: BatchTaker<ProviderEvent> = (batch) => {
         for (const event of batch) {
           switch (event.type) {
             case 'thinking':

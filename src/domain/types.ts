@@ -134,3 +134,9 @@ export type ChatEvent =
 export function assertNever(value: never): never {
   throw new Error(`unhandled case: ${JSON.stringify(value)}`);
 }
+
+/**
+ * Takes one batch of what a producer pushes: true when it took it and wants more, false once it
+ * stopped, or a promise of either while it cannot take more yet (the producer waits on it).
+ */
+export type BatchTaker<T> = (batch: T[]) => boolean | Promise<boolean>;

@@ -2,7 +2,7 @@
  * What every upstream dialect (openai, anthropic, ollama, builtin) implements: turn one normalised
  * request into a stream of normalised events, honouring the abort signal.
  */
-import type { FinishReason, Source, ToolCall, ToolCallFragment } from '../domain/types.js';
+import type { BatchTaker, FinishReason, Source, ToolCall, ToolCallFragment } from '../domain/types.js';
 import type { ModelConfig } from '../config/index.js';
 import type { CancelSignal } from '../domain/cancel.js';
 
@@ -87,7 +87,7 @@ export type ProviderEvent =
  * dialects), pushed to a taker with no promise per read (see `BatchStream` in upstream/frames.ts).
  */
 export type ProviderStream = AsyncIterable<ProviderEvent[]> & {
-  pump?(take: (batch: ProviderEvent[]) => boolean | Promise<boolean>): Promise<void>;
+  pump?(take: BatchTaker<ProviderEvent>): Promise<void>;
 };
 
 export interface ChatProvider {

@@ -18,6 +18,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { BatchTaker } from '../domain/types.js';
 import { frameTooLarge } from './upstream-error.js';
 
 export type { EventSourceMessage } from 'eventsource-parser';
@@ -44,9 +45,6 @@ export interface Dialect<F, E> {
    */
   end(out: E[], terminal: boolean): void;
 }
-
-/** Takes one batch: true for more, false to stop reading, or a promise of either while it cannot take more yet. */
-export type BatchTaker<E> = (batch: E[]) => boolean | Promise<boolean>;
 
 /** Batches read with `for await`, or pushed to a taker. */
 export interface BatchStream<E> extends AsyncIterableIterator<E[]> {
