@@ -5,8 +5,8 @@ import type { Caller } from '../domain/types.js';
 export interface Credentials {
   /** The Authorization header as sent, if any. */
   authorization: string | undefined;
-  /** The client address (after trust_proxy), identifying anonymous callers. */
-  clientAddress: string;
+  /** The client address (after trust_proxy), identifying anonymous callers; read only for them. */
+  readonly clientAddress: string;
 }
 
 export interface Authenticator {

@@ -23,7 +23,14 @@ import { rateLimitHeaders } from './headers.js';
 
 /** What authentication reads of a request. */
 function credentials(context: HttpContext): Credentials {
-  return { authorization: context.request.headers.authorization, clientAddress: context.request.clientAddress };
+  const { request } = context;
+  return {
+    authorization: request.headers.authorization,
+    // Read only when the caller turns out anonymous: the peer's address costs a system call.
+    get clientAddress() {
+      return request.clientAddress;
+    },
+  };
 }
 
 /** The caller of a request (API key, admin token, or anonymous by address). */
