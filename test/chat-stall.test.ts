@@ -37,6 +37,9 @@ describe('a chat stream whose reader stalls', () => {
       config: {
         models: [{ id: 'flood', provider: 'openai', base_url: `http://127.0.0.1:${port}/v1` }],
         stream_stall_timeout_ms: 400,
+        // What a paused client's socket buffers can reach the default answer bound (4 MiB) on a host
+        // whose TCP buffers grow large; an answer ended by that bound is a finished reply, not a stall.
+        max_answer_bytes: 1024 * 1024 * 1024,
         upstream: { idle_timeout_ms: 60_000 },
       },
     });
@@ -63,9 +66,16 @@ describe('a chat stream whose reader stalls', () => {
     for (let waited = 0; waited < 15_000 && !upstreamClosed; waited += 50) await sleep(50);
     assert.ok(upstreamClosed, 'the upstream request was cancelled after the stall timeout');
     assert.ok(performance.now() - stalledAt < 15_000);
+    let tail = '';
+    socket.on('data', (chunk: Buffer) => {
+      tail = (tail + chunk.toString('latin1')).slice(-4096);
+    });
     socket.resume();
     const closedAt = await Promise.race([closed, sleep(10_000, -1, { ref: false })]);
     assert.notEqual(closedAt, -1, 'the server closed the stalled connection');
+    // Cut off, not finished: the stream ends without its done event or the chunked terminator.
+    assert.doesNotMatch(tail, /event: (done|error)/);
+    assert.ok(!tail.endsWith('0\r\n\r\n'), 'the reply was not ended as a complete response');
     const metrics = await (await server.fetch('/metrics')).text();
     assert.match(metrics, /colloquy_active_streams 0/);
   });
