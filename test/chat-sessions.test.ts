@@ -44,6 +44,12 @@ async function session(id: string): Promise<any> {
   return json(server.fetch(`/api/chat/session/${id}`));
 }
 
+/** How many chats through the OpenAI upstream have produced their first delta. */
+async function firstTokens(): Promise<number> {
+  const text = await (await server.fetch('/metrics')).text();
+  return Number(/^colloquy_time_to_first_token_seconds_count\{provider="openai"\} (\d+)/m.exec(text)?.[1] ?? '0');
+}
+
 function hold(response: ServerResponse, ms: number): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);
@@ -114,6 +120,7 @@ describe('sessions and partial replies', () => {
       await hold(response, 3000);
       if (!response.destroyed) response.end();
     };
+    const tokensBefore = await firstTokens();
     const controller = new AbortController();
     const request = fetch(`${server.url}/api/chat/`, {
       method: 'POST',
@@ -122,8 +129,9 @@ describe('sessions and partial replies', () => {
       signal: controller.signal,
     }).catch((error: unknown) => error);
     await wrote;
-    // Give the server a moment to read the first frame before the client leaves.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The client leaves once the server has read the first delta (its time to first token is recorded).
+    for (let tries = 0; tries < 250 && (await firstTokens()) === tokensBefore; tries++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     const abortedAt = performance.now();
     controller.abort();
     await request;

@@ -80,8 +80,9 @@ describe('usage records in LMDB', () => {
     }
     await Promise.all([...written, ...takes]);
     const alone = lastTransaction(storage) - before - rounds;
-    // One stall of the machine may leave a record waiting past 10 ms; more means they stopped riding.
-    assert.ok(alone <= 1, `${alone} of ${rounds} records were written on their own`);
+    // A stall of a busy machine may leave a few records waiting past 10 ms; records that stopped
+    // riding the takes would be written alone nearly every round.
+    assert.ok(alone <= rounds / 10, `${alone} of ${rounds} records were written on their own`);
     assert.equal((await all(usage.range(0, 5_000, 'user:ada'))).length, rounds + 1);
     await storage.close();
   });

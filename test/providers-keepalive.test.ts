@@ -25,6 +25,7 @@ describe('upstream connections', () => {
   let server: TestServer;
   const sockets = new Set<Socket>();
   let closedSockets = 0;
+  let bodiesEnded = 0;
   /** `stall-after-done` keeps the body open after [DONE]; anything else ends it a little later. */
   let mode = 'normal';
 
@@ -40,7 +41,7 @@ describe('upstream connections', () => {
         // The terminal frame travels apart from the end of the chunked body, as it does from real
         // servers: the provider stops reading at [DONE] before the body is complete.
         await sleep(20);
-        if (mode !== 'stall-after-done') response.end();
+        if (mode !== 'stall-after-done') response.end(() => (bodiesEnded += 1));
       });
     });
     upstream.on('connection', (socket) => {
@@ -69,7 +70,9 @@ describe('upstream connections', () => {
       const response = await server.post('/api/chat/', { message: `hi ${index}`, model: 'gpt-test' });
       assert.equal(response.status, 200);
       assert.equal(((await response.json()) as { response: string }).response, 'Hello there');
-      await sleep(40);
+      // The next call goes once the body's end has been sent, so the connection is free again.
+      for (let waited = 0; waited < 2000 && bodiesEnded <= index; waited += 10) await sleep(10);
+      await sleep(20);
     }
     assert.equal(sockets.size, 1, 'one TCP connection served all three upstream calls');
     assert.equal(closedSockets, 0);

@@ -314,11 +314,22 @@ describe('openai-compatible upstream', () => {
 
   test('a client that stops reading pauses the upstream read without tripping the idle timeout', async () => {
     const piece = 'x'.repeat(400);
-    const deltas = 20_000;
+    // However much the host's socket buffers hold, the flood goes on until the gateway has had to
+    // wait for the client, then sends 2,000 deltas more (within the 16 MiB answer bound).
+    let deltas = 0;
     scenarios['flood'] = async (response) => {
       response.writeHead(200, SSE_HEADERS);
       const frame = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`;
-      for (let sent = 0; sent < deltas; sent++) {
+      let waited = false;
+      const watch = async () => {
+        while (!waited && !response.writableEnded) {
+          if ((await backpressureWaits()) > waitsBefore) waited = true;
+          else await sleep(20);
+        }
+      };
+      watch().catch(() => {});
+      for (let after = 0; after < 2_000 && deltas < 40_000 && !response.destroyed; deltas++) {
+        if (waited) after++;
         if (!response.write(frame)) await new Promise((resolve) => response.once('drain', resolve));
       }
       response.end(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);

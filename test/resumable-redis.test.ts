@@ -170,13 +170,14 @@ describe('resumable streams across two nodes on one Redis', () => {
 
   test('a log its process never ended is swept once silent for the stale time; a kept-alive one stays', async () => {
     const storage = nodeA.services.storage as RedisStorage;
-    const log = new RedisStreamLog(storage, { maxBytes: 1024, ttlMs: 1000, staleMs: 200 });
+    const log = new RedisStreamLog(storage, { maxBytes: 1024, ttlMs: 1000, staleMs: 1000 });
     await log.create('st_left000000000000000000', 'alice');
     await log.create('st_alive00000000000000000', 'alice');
     await log.append('st_left000000000000000000', [{ seq: 1, json: '{"seq":1}' }]);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    // Both silent past the stale time, then one kept alive just before the sweep: the kept-alive one
+    // has a whole stale time of margin however slow the round trips are.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
     await log.keepAlive(['st_alive00000000000000000']);
-    await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(await log.sweep(Date.now()), 1);
     assert.equal(await log.metaOf('st_left000000000000000000'), undefined);
     assert.equal(await storage.client.exists('shared:stream-events:st_left000000000000000000'), 0);

@@ -23,12 +23,12 @@ function chunk(content: string): string {
   return `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 }
 
-/** Paced words (20 ms each, or 60 ms for "slow"), "long" sends 600 at once. */
+/** Paced words (20 ms each, 60 ms for "slow", 2 ms for "quick"), "long" sends 600 at once. */
 async function answer(recorded: RecordedRequest, response: ServerResponse): Promise<void> {
   const text: string = recorded.body?.messages?.at(-1)?.content ?? '';
   response.writeHead(200, { 'content-type': 'text/event-stream' });
   const words = text.includes('long') ? Array.from({ length: 600 }, (_, index) => `long${index} `) : WORDS;
-  const pace = text.includes('long') ? 0 : text.includes('slow') ? 60 : 20;
+  const pace = text.includes('long') ? 0 : text.includes('slow') ? 60 : text.includes('quick') ? 2 : 20;
   for (const word of words) {
     if (response.destroyed) return;
     response.write(chunk(word));
@@ -108,7 +108,8 @@ describe('resumable streams', () => {
   });
 
   test('a reconnect after the end replays from the log alone; ?after= works as Last-Event-ID does', async () => {
-    const first = await startStream({ message: 'count again' });
+    // Quick words: the generation finishes well inside detached_timeout_s on a loaded host too.
+    const first = await startStream({ message: 'quick count again' });
     const seen = await readUntil(first, (frames) => frames.some((frame) => frame.event === 'delta'));
     const streamId: string = seen[0]?.data.stream_id;
     // Wait for the generation to finish without any client.

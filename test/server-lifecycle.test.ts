@@ -75,7 +75,7 @@ describe('health and metrics', () => {
 
 describe('graceful shutdown', () => {
   it('lets an in-flight request finish, answers new ones 503 with Retry-After, then closes the listener', async () => {
-    let release: () => void = () => {};
+    let release: (() => void) | undefined;
     const { server, port } = await startHttpServer([
       {
         method: 'GET',
@@ -89,7 +89,8 @@ describe('graceful shutdown', () => {
       },
     ]);
     const inflight = fetch(`http://127.0.0.1:${port}/slow`);
-    await sleep(50);
+    // The handler has started: the request is in flight when the drain starts.
+    for (let waited = 0; waited < 5000 && !release; waited += 10) await sleep(10);
     const closing = server.close(5000);
     await sleep(50);
     // While draining the listener stays open (a load balancer must see the 503, not a refused
@@ -98,7 +99,7 @@ describe('graceful shutdown', () => {
     assert.equal(refused.status, 503);
     assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'unavailable');
     assert.ok(refused.headers.get('retry-after'));
-    release();
+    release?.();
     const response = await inflight;
     assert.deepEqual(await response.json(), { finished: true });
     await closing;

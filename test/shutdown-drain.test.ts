@@ -103,7 +103,8 @@ describe('shutdown: drain, tell the streams still open, store what they had, exi
       });
     });
     const config = join(dataDir, 'drain-config.json');
-    writeFileSync(config, JSON.stringify({ shutdown_grace_ms: 3000, builtin_delay_ms: 20 }));
+    // The built-in answer takes well under a second at 10 ms a word: far inside the grace period.
+    writeFileSync(config, JSON.stringify({ shutdown_grace_ms: 8000, builtin_delay_ms: 10 }));
     const cli = resolve(dirname(fileURLToPath(import.meta.url)), '../src/cli.js');
     const child = spawn(process.execPath, [cli, 'serve'], {
       env: {
@@ -128,17 +129,19 @@ describe('shutdown: drain, tell the streams still open, store what they had, exi
       if (!up) await new Promise((done) => setTimeout(done, 100));
     }
     assert.ok(up);
-    const reply = fetch(`http://127.0.0.1:${port}/api/chat/`, {
+    const reply = await fetch(`http://127.0.0.1:${port}/api/chat/stream`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{"message":"hello"}',
     });
-    await new Promise((done) => setTimeout(done, 100));
+    // The headers came: the request is in flight when the first signal arrives.
+    assert.equal(reply.status, 200);
     child.kill('SIGTERM');
     await new Promise((done) => setTimeout(done, 100));
     child.kill('SIGTERM');
-    const answered = await reply;
-    assert.equal(answered.status, 200, 'the request in flight finished within the grace period');
+    const text = await reply.text();
+    assert.match(text, /event: done/, 'the request in flight finished within the grace period');
+    assert.doesNotMatch(text, /event: error/);
     assert.deepEqual(await exited, { code: 0, signal: null });
   });
 });

@@ -17,7 +17,7 @@ import { UpstreamClient, type UpstreamSettings } from '../src/upstream/stream-ca
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-const state = { connections: 0, closed: 0, hits: [] as string[], flooded: 0, retryAfterHits: 0 };
+const state = { connections: 0, closed: 0, hits: [] as string[], flooded: 0, retryAfterHits: 0, bodiesEnded: 0 };
 
 const routes = new Map<string, Handler>([
   ['/ok', (_request, response) => response.writeHead(200).end('one two three')],
@@ -26,7 +26,7 @@ const routes = new Map<string, Handler>([
     '/done-then-end',
     (_request, response) => {
       response.writeHead(200).write('[DONE]');
-      setTimeout(() => response.end('trailing'), 30);
+      setTimeout(() => response.end('trailing', () => (state.bodiesEnded += 1)), 30);
     },
   ],
   ['/stall-after-first', (_request, response) => response.writeHead(200).write('first')],
@@ -158,11 +158,14 @@ describe('UpstreamClient.stream', () => {
   test('stopping at the terminal frame keeps the socket: the rest is drained and the next call reuses it', async () => {
     const { upstream, outcomes } = client();
     const connections = state.connections;
+    const ended = state.bodiesEnded;
     for (let index = 0; index < 3; index += 1) {
       for await (const chunk of upstream.stream(call('/done-then-end'), new AbortController().signal)) {
         if (Buffer.from(chunk).toString().includes('[DONE]')) break;
       }
-      await sleep(60);
+      // The next call goes once the body's end has been sent, so the connection is free again.
+      for (let waited = 0; waited < 2000 && state.bodiesEnded <= ended + index; waited += 10) await sleep(10);
+      await sleep(20);
     }
     assert.equal(state.connections - connections, 1, 'one connection served all three calls');
     assert.deepEqual(outcomes, ['ok', 'ok', 'ok']);
@@ -259,6 +262,7 @@ async function readAllPulled(
   upstream: UpstreamClient,
   path: string,
   signal = new AbortController().signal,
+  onText: (text: string) => void = () => {},
 ): Promise<{ text: string; error?: unknown; atOnce: number }> {
   const body = upstream.stream(call(path), signal);
   let text = '';
@@ -272,6 +276,7 @@ async function readAllPulled(
           return;
         }
         text += Buffer.from(result.value).toString();
+        onText(text);
         let next: IteratorResult<Uint8Array> | undefined;
         try {
           next = body.pull(onRead, onError);
@@ -314,9 +319,12 @@ describe('UpstreamClient.stream read through pull (callbacks, no promise per rea
     const closed = state.closed;
     const controller = new AbortController();
     const reason = new Error('client went away');
-    const reading = readAllPulled(upstream, '/stall-after-first', controller.signal);
-    await waitFor(() => state.hits.at(-1) === '/stall-after-first');
-    await sleep(30);
+    let received = '';
+    const reading = readAllPulled(upstream, '/stall-after-first', controller.signal, (text) => {
+      received = text;
+    });
+    // The first chunk has been read: the abort finds the reader waiting inside pull.
+    await waitFor(() => received === 'first');
     const started = performance.now();
     controller.abort(reason);
     const read = await reading;
