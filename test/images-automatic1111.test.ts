@@ -14,7 +14,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
       base_url: url,
       api_key_env: 'WEBUI_AUTH',
       model: 'v1-5-pruned-emaonly',
-      timeout_ms: 1000,
+      timeout_ms: 3000,
     }),
     env: { WEBUI_AUTH: 'painter:hunter22' },
   });
@@ -102,13 +102,13 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     assert.equal(response.status, 504);
     assert.equal(((await response.json()) as ErrorReply).error.code, 'upstream_timeout');
     assert.equal(await rig.remaining(), before);
-    await sleep(50);
+    for (let waited = 0; waited < 2000 && rig.upstream.cancelled === cancelledBefore; waited += 10) await sleep(10);
     assert.equal(rig.upstream.cancelled, cancelledBefore + 1);
   });
 
   it('streams the web UI progress as NDJSON lines, then the result', async () => {
     progressSequence();
-    rig.upstream.handlers.set(TXT2IMG, () => ({ status: 200, fixture: 'a1111-txt2img-200.json', delayMs: 700 }));
+    rig.upstream.handlers.set(TXT2IMG, () => ({ status: 200, fixture: 'a1111-txt2img-200.json', delayMs: 1200 }));
     const response = await rig.server.post(
       '/api/chat/image',
       { prompt: 'progress please', size: '256x256', n: 1 },
@@ -149,7 +149,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
 
   it('ends the NDJSON stream with an error line when txt2img fails after progress began', async () => {
     progressSequence();
-    rig.upstream.handlers.set(TXT2IMG, () => ({ status: 500, fixture: 'a1111-txt2img-500.json', delayMs: 600 }));
+    rig.upstream.handlers.set(TXT2IMG, () => ({ status: 500, fixture: 'a1111-txt2img-500.json', delayMs: 1200 }));
     const before = await rig.remaining();
     const response = await rig.server.post('/api/chat/image', { prompt: 'x', size: '256x256' }, { accept: 'application/x-ndjson' });
     const lines = ndjsonLines(await response.text());
@@ -170,7 +170,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     const reader = response.body!.getReader();
     await reader.read();
     await reader.cancel();
-    await sleep(300);
+    for (let waited = 0; waited < 2000 && rig.upstream.cancelled === cancelledBefore; waited += 10) await sleep(10);
     assert.ok(rig.upstream.cancelled > cancelledBefore, 'the upstream txt2img call was hung up');
     const polls = rig.upstream.count(PROGRESS);
     await sleep(400);

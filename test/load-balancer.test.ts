@@ -222,11 +222,9 @@ for (const name of ['haproxy', 'nginx'] as const) {
       // Each delta arrived on its own, about DELTA_GAP_MS after the one before (not all at the end).
       const spread = (arrivals.at(-1) ?? 0) - (arrivals[0] ?? 0);
       assert.ok(spread >= (DELTAS - 1) * DELTA_GAP_MS * 0.6, `deltas arrived within ${Math.round(spread)} ms: buffered`);
-      for (let index = 1; index < arrivals.length; index += 1)
-        assert.ok(
-          (arrivals[index] ?? 0) - (arrivals[index - 1] ?? 0) >= DELTA_GAP_MS * 0.3,
-          `arrivals ${arrivals.map(Math.round).join(', ')}`,
-        );
+      // A stall of a busy host may merge two of them; a buffering proxy would merge them all.
+      const merged = arrivals.filter((at, index) => index > 0 && at - (arrivals[index - 1] ?? 0) < DELTA_GAP_MS * 0.3).length;
+      assert.ok(merged <= 1, `arrivals ${arrivals.map(Math.round).join(', ')}`);
     });
 
     test('the nodes see the client address the proxy saw, not one the client wrote', async () => {

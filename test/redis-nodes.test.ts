@@ -108,10 +108,12 @@ describe('three nodes on one Redis', () => {
     const delays: number[] = [];
     for (const node of [b, c]) {
       for (;;) {
+        // Measured when asked: a reply's own round trip is not the cache's second.
+        const askedAt = performance.now();
         const status = (await me(node)).status;
         if (status === 401) break;
         assert.equal(status, 200);
-        assert.ok(performance.now() - revokedAt < 1000, 'the key is still accepted a second after its revocation');
+        assert.ok(askedAt - revokedAt < 1000, 'the key is still accepted a second after its revocation');
         await sleep(20);
       }
       delays.push(Math.round(performance.now() - revokedAt));

@@ -125,7 +125,7 @@ describe('callJson', () => {
     assert.equal(error.code, 'upstream_timeout');
     assert.equal(error.status, 504);
     assert.equal(error.message, 'The test upstream did not answer within 150 ms.');
-    assert.ok(elapsed >= 140 && elapsed < 1500, `timed out after ${elapsed} ms`);
+    assert.ok(elapsed >= 100 && elapsed < 1500, `timed out after ${elapsed} ms`);
     assert.deepEqual(outcomes, ['timeout']);
     await waitFor(() => state.closedConnections > closedBefore);
   });

@@ -50,6 +50,9 @@ async function trickle(socket: Socket, pieces: number, size: number, gapMs: numb
   }
 }
 
+/** The last trickled reply, settled once its last piece was written. */
+let trickled: Promise<void> = Promise.resolve();
+
 before(async () => {
   upstream = createServer((socket) => {
     socket.on('error', () => undefined);
@@ -62,7 +65,7 @@ before(async () => {
       const path = head.split(' ')[1] ?? '';
       requests.push(path);
       if (path === '/flood') flood(socket);
-      else void trickle(socket, 10, 100, 5);
+      else trickled = trickle(socket, 10, 100, 5);
     };
     socket.on('data', onData);
   });
@@ -160,7 +163,9 @@ describe('a streamed reply behind its reader', () => {
     const { upstream: upstreamClient, done } = client();
     const iterator = upstreamClient.stream(call('/trickle'), new AbortController().signal);
     const first = (await iterator.next()).value as Uint8Array;
-    await sleep(200);
+    // Every piece written, and a moment for it to cross loopback while nobody reads.
+    await trickled;
+    await sleep(50);
     const rest = (await iterator.next()).value as Uint8Array;
     assert.equal(first.byteLength + rest.byteLength, 1000);
     assert.equal(Buffer.from(rest).toString(), 'a'.repeat(rest.byteLength));
