@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelConfig } from '../src/config/index.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { fixture, parseSse, startUpstream, writeSplit, type ReplayUpstream } from './helpers/upstream-replay.js';
@@ -208,6 +209,8 @@ for (const dialect of DIALECTS) {
     });
 
     test('a client that leaves closes the upstream request at once', async () => {
+      // Counted before sending: the stream's start can reach the client before the upstream has the call.
+      const index = upstream.requests.length;
       const controller = new AbortController();
       const response = await fetch(`${server.url}/api/chat/stream`, {
         method: 'POST',
@@ -216,7 +219,8 @@ for (const dialect of DIALECTS) {
         signal: controller.signal,
       });
       assert.equal(response.status, 200);
-      const index = upstream.requests.length - 1;
+      for (let waited = 0; waited < 5000 && upstream.requests.length <= index; waited += 10) await sleep(10);
+      assert.ok(upstream.requests.length > index, 'the upstream received the call');
       const aborted = performance.now();
       controller.abort();
       const closedAt = await upstream.closed(index);
