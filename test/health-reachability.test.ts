@@ -2,18 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { bootServer } from './helpers/server.js';
 import { startUpstream } from './helpers/upstream-replay.js';
+import { until } from './helpers/wait.js';
 
 interface Health {
   status: string;
   checks: { providers: Record<string, { status: string; reason?: string; checked_at?: string }> };
-}
-
-async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  for (let waited = 0; waited < ms; waited += 50) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return false;
 }
 
 describe('/health knows whether each upstream is reachable, from a background probe', () => {
@@ -33,7 +26,7 @@ describe('/health knows whether each upstream is reachable, from a background pr
     try {
       const read = async () => (await (await server.fetch('/health')).json()) as Health;
       assert.ok(
-        await waitFor(async () => (await read()).checks.providers['gpt-test']?.checked_at !== undefined, 3000),
+        await until(async () => (await read()).checks.providers['gpt-test']?.checked_at !== undefined, 3000),
         'probed in the background',
       );
       const healthy = await read();
@@ -49,7 +42,7 @@ describe('/health knows whether each upstream is reachable, from a background pr
       assert.ok(listed.length - probesBefore <= intervals + 1, `${listed.length - probesBefore} probes in ${intervals + 1} intervals`);
 
       await upstream.close();
-      assert.ok(await waitFor(async () => (await read()).checks.providers['gpt-test']?.status === 'unreachable', 3000));
+      assert.ok(await until(async () => (await read()).checks.providers['gpt-test']?.status === 'unreachable', 3000));
       const response = await server.fetch('/health');
       assert.equal(response.status, 200);
       const degraded = (await response.json()) as Health;

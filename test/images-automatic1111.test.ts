@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { decodePng, ndjsonLines } from './helpers/image-upstreams.js';
 import { useImageProvider, type ErrorReply, type ImageReply } from './helpers/image-provider-rig.js';
+import { until } from './helpers/wait.js';
 
 const TXT2IMG = 'POST /sdapi/v1/txt2img';
 const PROGRESS = 'GET /sdapi/v1/progress';
@@ -102,7 +103,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     assert.equal(response.status, 504);
     assert.equal(((await response.json()) as ErrorReply).error.code, 'upstream_timeout');
     assert.equal(await rig.remaining(), before);
-    for (let waited = 0; waited < 2000 && rig.upstream.cancelled === cancelledBefore; waited += 10) await sleep(10);
+    await until(() => rig.upstream.cancelled > cancelledBefore);
     assert.equal(rig.upstream.cancelled, cancelledBefore + 1);
   });
 
@@ -170,7 +171,7 @@ describe('POST /api/chat/image against an Automatic1111/Forge upstream', () => {
     const reader = response.body!.getReader();
     await reader.read();
     await reader.cancel();
-    for (let waited = 0; waited < 2000 && rig.upstream.cancelled === cancelledBefore; waited += 10) await sleep(10);
+    await until(() => rig.upstream.cancelled > cancelledBefore);
     assert.ok(rig.upstream.cancelled > cancelledBefore, 'the upstream txt2img call was hung up');
     const polls = rig.upstream.count(PROGRESS);
     await sleep(400);

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelConfig } from '../src/config/index.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { fixture, parseSse, startUpstream, writeSplit, type ReplayUpstream } from './helpers/upstream-replay.js';
+import { until } from './helpers/wait.js';
 
 interface Dialect {
   provider: ModelConfig['provider'];
@@ -219,8 +219,7 @@ for (const dialect of DIALECTS) {
         signal: controller.signal,
       });
       assert.equal(response.status, 200);
-      for (let waited = 0; waited < 5000 && upstream.requests.length <= index; waited += 10) await sleep(10);
-      assert.ok(upstream.requests.length > index, 'the upstream received the call');
+      assert.ok(await until(() => upstream.requests.length > index, 5000), 'the upstream received the call');
       const aborted = performance.now();
       controller.abort();
       const closedAt = await upstream.closed(index);

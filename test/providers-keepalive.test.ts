@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bootServer, type TestServer } from './helpers/server.js';
+import { waitFor } from './helpers/wait.js';
 
 const frame = (payload: unknown) => `data: ${JSON.stringify(payload)}\n\n`;
 const chunk = (content: string) =>
@@ -71,7 +72,7 @@ describe('upstream connections', () => {
       assert.equal(response.status, 200);
       assert.equal(((await response.json()) as { response: string }).response, 'Hello there');
       // The next call goes once the body's end has been sent, so the connection is free again.
-      for (let waited = 0; waited < 2000 && bodiesEnded <= index; waited += 10) await sleep(10);
+      await waitFor(() => bodiesEnded > index);
       await sleep(20);
     }
     assert.equal(sockets.size, 1, 'one TCP connection served all three upstream calls');

@@ -6,16 +6,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
+import { until } from './helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const ADMIN = 'workers-admin-token-0123456789';
 const admin = { authorization: `Bearer ${ADMIN}` };
 
 /** Waits until `done()` holds or `ms` passed (the workers' log lines arrive asynchronously). */
-async function until(done: () => boolean, ms: number): Promise<void> {
-  for (let waited = 0; waited < ms && !done(); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
-}
-
 interface LogLine {
   msg: string;
   worker?: number;

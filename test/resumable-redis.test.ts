@@ -8,6 +8,7 @@ import { type RedisServer, startRedisServer } from './helpers/redis-server.js';
 import { bootServer, type TestServer } from './helpers/server.js';
 import { type RecordedRequest, type ReplayUpstream, startUpstream } from './helpers/upstream-replay.js';
 import { readUntil, type Frame } from './helpers/sse-frames.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * Resumable streams across nodes: two servers share one Redis (one prefix), a stream started on A
@@ -92,14 +93,6 @@ function resume(server: TestServer, streamId: string, lastEventId?: string): Pro
   return server.fetch(`/api/chat/stream/${streamId}`, { headers: { ...alice, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) } });
 }
 
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    assert.ok(Date.now() < deadline, 'timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe('resumable streams across two nodes on one Redis', () => {
   test('a stream started on A resumes through B with Last-Event-ID: the same events, in order, no gap, no duplicate', async () => {
     const seen = await readUntil(
@@ -119,7 +112,7 @@ describe('resumable streams across two nodes on one Redis', () => {
     assert.equal(deltas(all), ANSWER);
     // What B served is what the log holds: a full replay (through either node) has the same frames,
     // and the first read and the resume together have every frame of it once, in order.
-    await until(() => nodeA.services.resumable.live(streamId) === undefined);
+    await waitFor(() => nodeA.services.resumable.live(streamId) === undefined);
     for (const node of [nodeA, nodeB]) {
       const replay = await readUntil(await resume(node, streamId));
       assert.deepEqual(all.map(seqOf), replay.map(seqOf));
@@ -144,7 +137,7 @@ describe('resumable streams across two nodes on one Redis', () => {
     assert.equal(rest.at(-1)?.event, 'done');
     assert.equal(rest.at(-1)?.data.finish_reason, 'cancelled');
     assert.ok(deltas([...seen, ...rest]).length < ANSWER.length);
-    await until(() => nodeA.services.resumable.live(streamId) === undefined);
+    await waitFor(() => nodeA.services.resumable.live(streamId) === undefined);
     // Once ended, a second cancel has nothing to stop.
     const again = await nodeB.fetch(`/api/chat/stream/${streamId}/cancel`, { method: 'POST', headers: alice });
     assert.deepEqual(await again.json(), { stream_id: streamId, cancelled: false });
@@ -153,7 +146,7 @@ describe('resumable streams across two nodes on one Redis', () => {
   test('a log past its TTL is gone from Redis, for both nodes', async () => {
     const frames = await readUntil(await startStream(nodeA, 'count and end'), (seen) => seen.some((f) => f.event === 'done'));
     const streamId: string = frames[0]?.data.stream_id;
-    await until(async () => (await nodeB.services.resumable.log.metaOf(streamId))?.ended_at != null);
+    await waitFor(async () => (await nodeB.services.resumable.log.metaOf(streamId))?.ended_at != null);
     const client = (nodeA.services.storage as RedisStorage).client;
     const keys = [`shared:stream:${streamId}`, `shared:stream-events:${streamId}`];
     assert.equal(await client.exists(keys), 2);
@@ -162,7 +155,7 @@ describe('resumable streams across two nodes on one Redis', () => {
     const before = await resume(nodeB, streamId);
     assert.equal(before.status, 200);
     assert.equal(deltas(await readUntil(before)), ANSWER);
-    await until(async () => (await client.exists(keys)) === 0, 4000);
+    await waitFor(async () => (await client.exists(keys)) === 0, 4000);
     assert.equal(await nodeB.services.resumable.log.metaOf(streamId), undefined);
     assert.equal((await resume(nodeB, streamId)).status, 204);
     assert.equal((await resume(nodeA, streamId)).status, 204);

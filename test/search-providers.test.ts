@@ -15,6 +15,7 @@ import { SNIPPET_MAX_CHARS } from '../src/domain/types.js';
 import { createSearchProvider } from '../src/search/factory.js';
 import type { SearchProvider } from '../src/search/types.js';
 import { json, searchFixture, startSearchUpstream, type SearchUpstream, type UpstreamAnswer } from './helpers/search-upstream.js';
+import { waitFor } from './helpers/wait.js';
 
 const KEY = 'sk-search-secret-0123456789';
 // Web providers never touch the knowledge base.
@@ -341,11 +342,3 @@ describe('every web provider', () => {
     );
   });
 });
-
-async function waitFor(check: () => boolean, timeoutMs = 2000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

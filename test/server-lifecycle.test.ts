@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startHttpServer } from './helpers/http-server.js';
 import { bootServer, type TestServer } from './helpers/server.js';
+import { waitFor } from './helpers/wait.js';
 
 describe('health and metrics', () => {
   let server: TestServer;
@@ -90,7 +91,7 @@ describe('graceful shutdown', () => {
     ]);
     const inflight = fetch(`http://127.0.0.1:${port}/slow`);
     // The handler has started: the request is in flight when the drain starts.
-    for (let waited = 0; waited < 5000 && !release; waited += 10) await sleep(10);
+    await waitFor(() => release !== undefined, 5000);
     const closing = server.close(5000);
     await sleep(50);
     // While draining the listener stays open (a load balancer must see the 503, not a refused

@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../src/errors.js';
 import { callJson, type JsonCallRequest } from '../src/upstream/json-call.js';
 import type { CallOutcome } from '../src/upstream/observer.js';
+import { waitFor } from './helpers/wait.js';
 
 const SECRET = 'sk-json-call-secret-0123456789';
 
@@ -91,14 +92,6 @@ async function failure(call: JsonCallRequest): Promise<ApiError> {
     return error;
   }
   assert.fail('the call was expected to fail');
-}
-
-async function waitFor(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 2000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 describe('callJson', () => {

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../src/errors.js';
 import type { CallOutcome } from '../src/upstream/observer.js';
 import { UpstreamClient, type UpstreamSettings } from '../src/upstream/stream-call.js';
+import { waitFor } from './helpers/wait.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -114,14 +115,6 @@ async function readAll(upstream: UpstreamClient, path: string, signal = new Abor
   return text;
 }
 
-async function waitFor(condition: () => boolean, ms = 2000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail('condition not reached in time');
-    await sleep(5);
-  }
-}
-
 /** A call to the flooding route whose first read (which sends the request) was taken; nothing more is read. */
 async function startFlood() {
   const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
@@ -136,6 +129,16 @@ async function startFlood() {
  * An abort made at `started` failed the waiting read at once, closed the socket (`closed` sockets
  * had closed before it) and was reported once, as aborted.
  */
+/** A client whose call the test aborts while it waits for more, the count of closed sockets before it, and the reason. */
+function abortable() {
+  return {
+    ...client({ idleTimeoutMs: 10_000 }),
+    closed: state.closed,
+    controller: new AbortController(),
+    reason: new Error('client went away'),
+  };
+}
+
 async function assertAbortedAtOnce(started: number, closed: number, outcomes: string[]): Promise<void> {
   assert.ok(performance.now() - started < 100, 'the read failed at once');
   await waitFor(() => state.closed > closed, 500);
@@ -164,7 +167,7 @@ describe('UpstreamClient.stream', () => {
         if (Buffer.from(chunk).toString().includes('[DONE]')) break;
       }
       // The next call goes once the body's end has been sent, so the connection is free again.
-      for (let waited = 0; waited < 2000 && state.bodiesEnded <= ended + index; waited += 10) await sleep(10);
+      await waitFor(() => state.bodiesEnded > ended + index);
       await sleep(20);
     }
     assert.equal(state.connections - connections, 1, 'one connection served all three calls');
@@ -173,10 +176,7 @@ describe('UpstreamClient.stream', () => {
   });
 
   test('an abort rejects the waiting read with its reason at once and closes the socket', async () => {
-    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
-    const closed = state.closed;
-    const controller = new AbortController();
-    const reason = new Error('client went away');
+    const { upstream, outcomes, closed, controller, reason } = abortable();
     const iterator = upstream.stream(call('/stall-after-first'), controller.signal);
     assert.equal(Buffer.from((await iterator.next()).value as Uint8Array).toString(), 'first');
     const pending = iterator.next();
@@ -315,10 +315,7 @@ describe('UpstreamClient.stream read through pull (callbacks, no promise per rea
   });
 
   test('an abort fails the waiting pull with its reason at once and closes the socket', async () => {
-    const { upstream, outcomes } = client({ idleTimeoutMs: 10_000 });
-    const closed = state.closed;
-    const controller = new AbortController();
-    const reason = new Error('client went away');
+    const { upstream, outcomes, closed, controller, reason } = abortable();
     let received = '';
     const reading = readAllPulled(upstream, '/stall-after-first', controller.signal, (text) => {
       received = text;
